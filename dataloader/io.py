@@ -1,0 +1,277 @@
+"""Typed CSV reading, validation against the schema, and atomic writing.
+
+``read_table`` reads every cell as text (pyarrow engine), checks the header, and
+``validate`` turns the text into typed columns: categorical columns become pandas
+Categoricals whose categories are ``category_list(column)`` (the schema's values,
+plus the null token when it is not one of them); numeric columns become float64
+with NaN standing for the null token.  Values outside the schema are counted per
+column and handled by the ``on_invalid`` policy (error, clip, drop); nothing is
+changed without a log line saying what and how many.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import logging
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pa_csv
+
+from dataloader.schema import CATEGORICAL, Column, Schema
+
+log = logging.getLogger(__name__)
+
+ON_INVALID = ("error", "clip", "drop")
+
+
+class DataError(ValueError):
+    """Bad input data: the message is one line that names the file and the problem."""
+
+
+def category_list(col: Column) -> list:
+    """Categories of a categorical column in code order: its values, then the null token if separate."""
+    cats = list(col.values)
+    if col.null is not None and col.null not in [str(v) for v in cats]:
+        cats.append(col.null)
+    return cats
+
+
+def read_table(path: str | Path, schema: Schema, what: str, id_column: str | None = None,
+               allow_extra: bool = False) -> pd.DataFrame:
+    """Read a CSV as text; require every schema column (and ``id_column`` if given).
+
+    Extra columns are an error unless ``allow_extra`` (then they are dropped with a log line).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{what} {path}: not found or not a file")
+    if path.stat().st_size == 0:
+        raise DataError(f"{what} {path}: empty file (no header, no rows)")
+    try:
+        df = pd.read_csv(path, dtype=str, engine="pyarrow", keep_default_na=False)
+    except (OSError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise DataError(f"{what} {path}: cannot parse as CSV: {first}") from None
+    header = [str(c).strip() for c in df.columns]
+    df.columns = header
+    wanted = schema.names + ([id_column] if id_column else [])
+    missing = [c for c in wanted if c not in header]
+    if missing:
+        raise DataError(f"{what} {path}: missing column(s) {', '.join(missing)}")
+    if len(set(header)) != len(header):
+        dup = sorted({c for c in header if header.count(c) > 1})
+        raise DataError(f"{what} {path}: duplicate column(s) {', '.join(dup)}")
+    extra = [c for c in header if c not in wanted]
+    if extra and not allow_extra:
+        raise DataError(f"{what} {path}: column(s) not in the schema: {', '.join(extra)} "
+                        f"(remove them, or name the individual-id column with --id-column)")
+    if extra:
+        log.info("%s: ignoring column(s) not in the schema: %s", what, ", ".join(extra))
+    if len(df) == 0:
+        raise DataError(f"{what} {path}: has a header but no rows")
+    return df[wanted]
+
+
+@dataclass
+class InvalidReport:
+    """Per column, how many values were outside the schema and why."""
+
+    counts: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def add(self, column: str, reason: str, n: int) -> None:
+        if n:
+            self.counts.setdefault(column, {})[reason] = self.counts.get(column, {}).get(reason, 0) + n
+
+    def __bool__(self) -> bool:
+        return bool(self.counts)
+
+    def summary(self) -> str:
+        return "; ".join(f"{col}: " + ", ".join(f"{n} {why}" for why, n in reasons.items())
+                         for col, reasons in self.counts.items())
+
+
+def validate(df: pd.DataFrame, schema: Schema, what: str, on_invalid: str = "error",
+             public: bool = False,
+             hint: str = " (fix the data, or pass --on-invalid clip or drop)") -> pd.DataFrame:
+    """Typed copy of ``df`` (text) with every value inside the schema.
+
+    on_invalid='error' raises DataError listing columns and counts; 'clip' clips
+    out-of-range numbers (and rounds non-integers in integer columns) and drops rows
+    whose value cannot be clipped (unknown category, missing or non-numeric);
+    'drop' drops every row with an invalid value.  ``public=True`` (public data,
+    which costs no budget) keeps rows with an unknown category, marking that cell
+    missing, clips out-of-range numbers, skips range checks of still-unbounded
+    columns and drops rows with non-numeric numbers; it logs what it did.
+    Extra columns (an id column) are passed through unchanged.
+    """
+    if on_invalid not in ON_INVALID:
+        raise ValueError(f"on_invalid must be one of {ON_INVALID}")
+    report = InvalidReport()
+    out: dict[str, object] = {}
+    drop = np.zeros(len(df), dtype=bool)
+    fixable_only = on_invalid == "clip" or public
+    for col in schema.columns:
+        text = df[col.name]
+        if col.kind == CATEGORICAL:
+            codes = _category_codes(text, col)
+            bad = codes < 0
+            report.add(col.name, "unknown or missing categories", int(bad.sum()))
+            if not public:
+                drop |= bad
+            out[col.name] = pd.Categorical.from_codes(codes, categories=category_list(col))
+        else:
+            values, bad_text, low_mask, high_mask, frac_mask = _numeric(text, col, check_range=not public or col.bounded)
+            report.add(col.name, "missing or non-numeric", int(bad_text.sum()))
+            report.add(col.name, f"below min {col.low:g}" if col.low is not None else "", int(low_mask.sum()))
+            report.add(col.name, f"above max {col.high:g}" if col.high is not None else "", int(high_mask.sum()))
+            report.add(col.name, "non-integer in integer column", int(frac_mask.sum()))
+            drop |= bad_text
+            if fixable_only:
+                if col.bounded:
+                    values = np.where(low_mask, col.low, np.where(high_mask, col.high, values))
+                values = np.where(frac_mask, np.round(values), values)
+            else:
+                drop |= low_mask | high_mask | frac_mask
+            out[col.name] = values
+    for extra in df.columns:
+        if extra not in out:
+            out[extra] = df[extra].to_numpy()
+    typed = pd.DataFrame(out, index=df.index)
+    if report:
+        if on_invalid == "error" and not public:
+            raise DataError(f"{what}: values outside the schema: {report.summary()}{hint}")
+        action = ("kept public rows (unknown categories left missing, numbers clipped)" if public
+                  else "clipped numbers" if on_invalid == "clip" else "dropped rows")
+        log.warning("%s: values outside the schema: %s; %s; %d row(s) dropped",
+                    what, report.summary(), action, int(drop.sum()))
+    typed = typed[~drop].reset_index(drop=True)
+    if len(typed) == 0:
+        raise DataError(f"{what}: no valid rows left after handling values outside the schema")
+    return typed
+
+
+def _category_codes(text: pd.Series, col: Column) -> np.ndarray:
+    """Code of each cell in category_list(col), -1 where it matches none."""
+    cats = category_list(col)
+    codes = pd.Categorical(text.str.strip(), categories=[str(c) for c in cats]).codes.astype(np.int32)
+    if all(isinstance(v, int) for v in col.values):
+        unmatched = np.flatnonzero(codes < 0)
+        if len(unmatched):  # tolerate "1.0" or "01" for integer categories
+            num = pd.to_numeric(text.iloc[unmatched], errors="coerce").to_numpy(dtype=np.float64)
+            lookup = {float(v): i for i, v in enumerate(col.values)}
+            codes[unmatched] = [lookup.get(x, -1) for x in num]
+    return codes
+
+
+def _numeric(text: pd.Series, col: Column, check_range: bool):
+    stripped = text.str.strip()
+    is_null = (stripped == col.null).to_numpy() if col.null is not None else np.zeros(len(text), bool)
+    values = pd.to_numeric(stripped, errors="coerce").to_numpy(dtype=np.float64, copy=True)
+    bad_text = np.isnan(values) & ~is_null
+    values[is_null] = np.nan
+    finite = ~np.isnan(values)
+    none = np.zeros(len(text), dtype=bool)
+    low_mask = finite & (values < col.low) if check_range and col.low is not None else none
+    high_mask = finite & (values > col.high) if check_range and col.high is not None else none
+    frac_mask = finite & (values != np.round(values)) if col.integral else none
+    return values, bad_text, low_mask, high_mask, frac_mask
+
+
+def public_ranges(public: pd.DataFrame, schema: Schema) -> dict[str, tuple[float, float]]:
+    """Observed [min, max] of each unbounded numeric column in the (public) frame."""
+    ranges = {}
+    for name in schema.unbounded():
+        v = public[name].to_numpy(dtype=np.float64)
+        v = v[~np.isnan(v)]
+        if len(v):
+            ranges[name] = (float(v.min()), float(v.max()))
+    return ranges
+
+
+class StagedFiles:
+    """Write several output files so that either all appear or none does.
+
+    ``path(final)`` gives a temporary path in the same folder; ``commit()`` renames
+    every temporary into place; leaving the ``with`` block by an exception (or
+    SystemExit/KeyboardInterrupt) removes the temporaries instead.
+    """
+
+    def __init__(self):
+        self._staged: list[tuple[Path, Path]] = []
+
+    def path(self, final: str | Path) -> Path:
+        final = Path(final)
+        fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".partial", dir=final.parent)
+        os.close(fd)
+        self._staged.append((Path(tmp), final))
+        return Path(tmp)
+
+    def commit(self) -> list[Path]:
+        for tmp, final in self._staged:
+            os.replace(tmp, final)
+        done = [final for _, final in self._staged]
+        self._staged = []
+        return done
+
+    def discard(self) -> None:
+        for tmp, _ in self._staged:
+            tmp.unlink(missing_ok=True)
+        self._staged = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        self.discard()
+        return False
+
+
+def _arrow_column(values, col: Column):
+    """A typed column (Categorical, or float64 with NaN = null) as an Arrow array for CSV output."""
+    if col.kind == CATEGORICAL:
+        cats = pa.array([str(c) for c in values.categories])
+        return pa.DictionaryArray.from_arrays(pa.array(values.codes, pa.int32()), cats)
+    v = np.asarray(values, dtype=np.float64)
+    nulls = np.isnan(v)
+    arr = pa.array(np.where(nulls, 0, v).astype(np.int64) if col.integral else v,
+                   mask=nulls if nulls.any() else None)
+    if col.null is not None:
+        return pc.fill_null(pc.cast(arr, pa.string()), col.null)
+    return arr
+
+
+class SubmissionWriter:
+    """Streams runs into one CSV: ``epsilon``, the schema columns in order, then the id column."""
+
+    def __init__(self, path: Path, schema: Schema, id_column: str | None):
+        self.schema, self.id_column = schema, id_column
+        header = ["epsilon"] + schema.names + ([id_column] if id_column else [])
+        special = set(',"\r\n')
+        texts = [str(v) for c in schema.columns for v in (c.values or ())] + [
+            c.null for c in schema.columns if c.null is not None]
+        self.quoting = "needed" if any(special & set(t) for t in texts) else "none"
+        self._file = open(path, "wb")
+        line = io.StringIO()
+        csv.writer(line, lineterminator="\n").writerow(header)
+        self._file.write(line.getvalue().encode())
+
+    def write(self, epsilon: float, typed: pd.DataFrame) -> None:
+        n = len(typed)
+        cols = {"epsilon": pa.array(np.full(n, epsilon))}
+        for col in self.schema.columns:
+            cols[col.name] = _arrow_column(typed[col.name].array if col.kind == CATEGORICAL
+                                           else typed[col.name].to_numpy(), col)
+        if self.id_column:
+            cols[self.id_column] = pa.array(np.arange(n, dtype=np.int64))
+        pa_csv.write_csv(pa.table(cols), self._file,
+                         pa_csv.WriteOptions(include_header=False, quoting_style=self.quoting))
+
+    def close(self) -> None:
+        self._file.close()

@@ -1,0 +1,277 @@
+"""The parameters file (NIST Sprint-2 format) parsed into a frozen, validated object.
+
+A parameters file holds ``runs`` (privacy budgets) and ``schema`` (one entry per
+column).  Column entries:
+
+* categorical: ``values`` (strings or integers), optional ``dtype``;
+* bounded numeric: ``min`` and ``max`` (integers when ``dtype`` is an integer type);
+* unbounded numeric: only a ``dtype`` (Sprint 2's INCTOT, HHWT...).  Such a column
+  needs a clip range before a release: ``min``/``max`` added to its entry, or the
+  range of the public file (see :meth:`Schema.with_public_ranges`).
+
+Any numeric entry may carry ``bins``: a list of increasing edges, or a bin count.
+Any entry may carry ``null``: a token such as ``"N"`` meaning "not applicable",
+which is a legal value of that column (numeric columns included).
+
+Every problem in the file is reported at once, one line each, by
+:class:`SchemaError`.  Nothing here looks at private data.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+CATEGORICAL = "categorical"
+NUMERIC = "numeric"
+
+INTEGER_DTYPES = {"int", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"}
+FLOAT_DTYPES = {"float", "float32", "float64", "double"}
+STRING_DTYPES = {"str", "string", "object"}
+KNOWN_KEYS = {"dtype", "values", "min", "max", "bins", "null"}
+
+
+class SchemaError(ValueError):
+    """Raised with every problem found in a parameters file (``problems``: one line each)."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = list(problems)
+        super().__init__("\n".join(self.problems))
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column's public domain.
+
+    ``kind`` is CATEGORICAL (``values`` set) or NUMERIC (``low``/``high`` set, or
+    both None for an unbounded column whose range is still to be supplied).
+    ``integral`` says whether numeric values are whole numbers.  ``bins`` is None,
+    a bin count, or a tuple of increasing edges.  ``null`` is the not-applicable
+    token or None.
+    """
+
+    name: str
+    kind: str
+    dtype: str
+    values: tuple | None = None
+    low: float | None = None
+    high: float | None = None
+    integral: bool = False
+    bins: int | tuple[float, ...] | None = None
+    null: str | None = None
+
+    @property
+    def bounded(self) -> bool:
+        return self.kind == CATEGORICAL or (self.low is not None and self.high is not None)
+
+    def describe(self) -> str:
+        if self.kind == CATEGORICAL:
+            text = f"categorical, {len(self.values)} values"
+        elif self.bounded:
+            text = f"{'integer' if self.integral else 'numeric'} in [{self.low:g}, {self.high:g}]"
+        else:
+            text = f"unbounded {self.dtype}"
+        return text + (f", null token {self.null!r}" if self.null is not None else "")
+
+
+@dataclass(frozen=True)
+class Run:
+    """One release: its (epsilon, delta) budget, row cap and per-individual bound theta."""
+
+    epsilon: float
+    delta: float
+    max_records: int
+    max_records_per_individual: int
+
+
+@dataclass(frozen=True)
+class Schema:
+    """Columns in file order plus the runs; pure, hashable, never changed in place."""
+
+    columns: tuple[Column, ...]
+    runs: tuple[Run, ...]
+
+    @property
+    def names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    def column(self, name: str) -> Column:
+        for c in self.columns:
+            if c.name == name:
+                return c
+        raise KeyError(name)
+
+    def unbounded(self) -> list[str]:
+        """Names of numeric columns that still lack a clip range."""
+        return [c.name for c in self.columns if not c.bounded]
+
+    def with_public_ranges(self, ranges: dict[str, tuple[float, float]]) -> "Schema":
+        """Fill the clip range of unbounded columns from public-data ranges (public data is free)."""
+        cols = tuple(
+            replace(c, low=float(ranges[c.name][0]), high=float(ranges[c.name][1]))
+            if not c.bounded and c.name in ranges else c
+            for c in self.columns
+        )
+        return replace(self, columns=cols)
+
+    def require_ranges(self) -> None:
+        """Raise SchemaError naming every numeric column that still has no clip range."""
+        missing = self.unbounded()
+        if missing:
+            raise SchemaError([
+                f"column {name}: numeric with no range; add \"min\" and \"max\" to its schema entry "
+                f"or give a --public file that has this column" for name in missing
+            ])
+
+
+def load_schema(path: str | Path) -> Schema:
+    """Read and validate a parameters file; raise SchemaError listing every problem."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise SchemaError([f"cannot read parameters file {path}: {exc.strerror or exc}"]) from None
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SchemaError([f"parameters file {path} is not valid JSON: {exc.msg} "
+                           f"(line {exc.lineno}, column {exc.colno})"]) from None
+    return parse_schema(raw)
+
+
+def parse_schema(raw: object) -> Schema:
+    """Validate an already-decoded parameters object; raise SchemaError listing every problem."""
+    problems: list[str] = []
+    if not isinstance(raw, dict):
+        raise SchemaError(["parameters must be a JSON object with \"runs\" and \"schema\""])
+    for key in ("runs", "schema"):
+        if key not in raw:
+            problems.append(f"parameters: missing \"{key}\"")
+    runs = _parse_runs(raw.get("runs", []), problems)
+    columns = _parse_columns(raw.get("schema", {}), problems)
+    if problems:
+        raise SchemaError(problems)
+    return Schema(columns=tuple(columns), runs=tuple(runs))
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _parse_runs(raw_runs: object, problems: list[str]) -> list[Run]:
+    if not isinstance(raw_runs, list) or not raw_runs:
+        problems.append("runs: must be a non-empty list")
+        return []
+    runs = []
+    seen = set()
+    for i, r in enumerate(raw_runs):
+        where = f"runs[{i}]"
+        if not isinstance(r, dict):
+            problems.append(f"{where}: must be an object")
+            continue
+        bad = len(problems)
+        eps, delta = r.get("epsilon"), r.get("delta")
+        mr, theta = r.get("max_records"), r.get("max_records_per_individual", 1)
+        if not _number(eps) or eps <= 0:
+            problems.append(f"{where}: epsilon must be a number > 0, got {eps!r}")
+        if not _number(delta) or not 0 < delta < 1:
+            problems.append(f"{where}: delta must be a number in (0, 1), got {delta!r}")
+        if not isinstance(mr, int) or isinstance(mr, bool) or mr < 1:
+            problems.append(f"{where}: max_records must be an integer >= 1, got {mr!r}")
+        if not isinstance(theta, int) or isinstance(theta, bool) or theta < 1:
+            problems.append(f"{where}: max_records_per_individual must be an integer >= 1, got {theta!r}")
+        for key in sorted(set(r) - {"epsilon", "delta", "max_records", "max_records_per_individual"}):
+            problems.append(f"{where}: unknown key \"{key}\"")
+        if len(problems) == bad:
+            if eps in seen:
+                problems.append(f"{where}: epsilon {eps} appears in more than one run")
+            seen.add(eps)
+            runs.append(Run(float(eps), float(delta), mr, theta))
+    return runs
+
+
+def _parse_columns(raw_schema: object, problems: list[str]) -> list[Column]:
+    if not isinstance(raw_schema, dict) or not raw_schema:
+        problems.append("schema: must be a non-empty object mapping column names to entries")
+        return []
+    columns = []
+    for name, entry in raw_schema.items():
+        col = _parse_column(name, entry, problems)
+        if col is not None:
+            columns.append(col)
+    return columns
+
+
+def _parse_column(name: str, entry: object, problems: list[str]) -> Column | None:
+    where = f"column {name}"
+    if name == "epsilon":
+        problems.append(f"{where}: the name \"epsilon\" is reserved for the submission's first column")
+        return None
+    if not isinstance(entry, dict):
+        problems.append(f"{where}: entry must be an object")
+        return None
+    bad = len(problems)
+    for key in sorted(set(entry) - KNOWN_KEYS):
+        problems.append(f"{where}: unknown key \"{key}\"")
+    dtype = str(entry.get("dtype", "")).lower()
+    null = entry.get("null")
+    if null is not None and not isinstance(null, str):
+        problems.append(f"{where}: null token must be a string such as \"N\", got {null!r}")
+    if "values" in entry:
+        return _categorical(name, entry, dtype, null, problems, bad)
+    if dtype not in INTEGER_DTYPES | FLOAT_DTYPES:
+        problems.append(f"{where}: needs \"values\" (categorical) or a numeric dtype "
+                        f"(int*, uint*, float), got dtype {entry.get('dtype')!r}")
+        return None
+    integral = dtype in INTEGER_DTYPES
+    low, high = entry.get("min"), entry.get("max")
+    if (low is None) != (high is None):
+        problems.append(f"{where}: give both \"min\" and \"max\" or neither")
+    elif low is not None:
+        if not (_number(low) and _number(high)) or low > high:
+            problems.append(f"{where}: min and max must be numbers with min <= max, got {low!r}, {high!r}")
+        elif integral and (low != int(low) or high != int(high)):
+            problems.append(f"{where}: integer column needs integer min and max, got {low!r}, {high!r}")
+    bins = _parse_bins(where, entry.get("bins"), low, high, problems)
+    if len(problems) > bad:
+        return None
+    return Column(name, NUMERIC, dtype, None,
+                  None if low is None else float(low), None if high is None else float(high),
+                  integral, bins, null)
+
+
+def _categorical(name, entry, dtype, null, problems, bad) -> Column | None:
+    where = f"column {name}"
+    values = entry["values"]
+    if not isinstance(values, list) or not values:
+        problems.append(f"{where}: \"values\" must be a non-empty list")
+        return None
+    ok = all(isinstance(v, str) for v in values) or all(
+        isinstance(v, int) and not isinstance(v, bool) for v in values)
+    if not ok:
+        problems.append(f"{where}: \"values\" must be all strings or all integers")
+    elif len(set(values)) != len(values):
+        problems.append(f"{where}: \"values\" has duplicates")
+    for key in ("min", "max", "bins"):
+        if key in entry:
+            problems.append(f"{where}: \"{key}\" does not apply to a categorical column")
+    if len(problems) > bad:
+        return None
+    return Column(name, CATEGORICAL, dtype or "str", tuple(values), null=null)
+
+
+def _parse_bins(where, bins, low, high, problems):
+    if bins is None:
+        return None
+    if isinstance(bins, int) and not isinstance(bins, bool):
+        if bins < 1:
+            problems.append(f"{where}: bin count must be >= 1, got {bins}")
+        return bins
+    if isinstance(bins, list) and len(bins) >= 2 and all(_number(b) for b in bins):
+        if all(b2 > b1 for b1, b2 in zip(bins[:-1], bins[1:])):
+            return tuple(float(b) for b in bins)
+        problems.append(f"{where}: bin edges must be strictly increasing")
+        return None
+    problems.append(f"{where}: \"bins\" must be a bin count or a list of at least two edges")
+    return None

@@ -1,0 +1,172 @@
+"""zCDP accounting: (epsilon, delta) <-> rho conversion, noise scales, and the privacy ledger.
+
+Conversion uses the tight bound of Canonne, Kamath and Steinke (2020, Prop. 12 /
+Cor. 13): a rho-zCDP mechanism is (eps, delta)-DP for
+
+    delta(rho, eps) = min_{alpha > 1}  exp((alpha-1)(alpha*rho - eps) + alpha*ln(1 - 1/alpha)) / (alpha - 1).
+
+It grants noticeably more rho than the classic eps = rho + 2*sqrt(rho*ln(1/delta)).
+Every conversion here errs on the safe side: ``rho_from_eps_delta`` returns a rho
+whose delta is <= the requested delta, ``eps_from_rho_delta`` an eps that is >= the
+true one.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+
+from scipy.optimize import brentq
+
+_BISECT_STEPS = 200
+
+
+def _log_delta_at(alpha: float, rho: float, eps: float) -> float:
+    return (alpha - 1) * (alpha * rho - eps) + alpha * math.log1p(-1 / alpha) - math.log(alpha - 1)
+
+
+def delta_from_rho_eps(rho: float, eps: float) -> float:
+    """Smallest delta such that rho-zCDP implies (eps, delta)-DP (tight CKS bound)."""
+    if rho <= 0:
+        return 0.0
+    # d/d(alpha) of the log objective is (2*alpha - 1)*rho - eps + ln(1 - 1/alpha), increasing in
+    # alpha, -inf at alpha -> 1 and +inf as alpha -> inf: the optimum is its unique root.
+    def slope(alpha):
+        return (2 * alpha - 1) * rho - eps + math.log1p(-1 / alpha)
+    hi = max(2.0, (eps + 1) / (2 * rho) + 2)
+    while slope(hi) < 0:
+        hi *= 2
+    lo = 1 + 1e-12
+    alpha = brentq(slope, lo, hi, xtol=1e-14, rtol=1e-15) if slope(lo) < 0 else lo
+    return min(1.0, math.exp(_log_delta_at(alpha, rho, eps)))
+
+
+def rho_from_eps_delta(eps: float, delta: float) -> float:
+    """Largest rho (to 1e-15 relative) whose zCDP guarantee implies (eps, delta)-DP.
+
+    Bisection on rho keeps the lower end, so delta_from_rho_eps(result, eps) <= delta.
+    """
+    if eps <= 0 or not 0 < delta < 1:
+        raise ValueError(f"need eps > 0 and 0 < delta < 1, got eps={eps}, delta={delta}")
+    lo, hi = 0.0, eps + 1.0
+    for _ in range(_BISECT_STEPS):
+        mid = (lo + hi) / 2
+        if delta_from_rho_eps(mid, eps) <= delta:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-15 * hi:
+            break
+    return lo
+
+
+def eps_from_rho_delta(rho: float, delta: float) -> float:
+    """Smallest eps (to 1e-12 relative, rounded up) with rho-zCDP => (eps, delta)-DP."""
+    if rho <= 0:
+        return 0.0
+    lo, hi = 0.0, rho + 2 * math.sqrt(rho * math.log(1 / delta)) + 1e-9  # classic bound is valid
+    for _ in range(_BISECT_STEPS):
+        mid = (lo + hi) / 2
+        if delta_from_rho_eps(rho, mid) <= delta:
+            hi = mid
+        else:
+            lo = mid
+        if hi - lo <= 1e-12 * hi:
+            break
+    return hi
+
+
+def classic_rho_from_eps_delta(eps: float, delta: float) -> float:
+    """rho solving eps = rho + 2*sqrt(rho*ln(1/delta)) (Bun-Steinke 2016); for comparison only."""
+    log_inv = math.log(1 / delta)
+    return (math.sqrt(eps + log_inv) - math.sqrt(log_inv)) ** 2
+
+
+def gaussian_sigma(sensitivity: float, rho: float) -> float:
+    """Std-dev of Gaussian noise giving rho-zCDP for L2 sensitivity ``sensitivity``: Δ/sqrt(2ρ)."""
+    if rho <= 0:
+        raise ValueError("rho must be > 0")
+    return sensitivity / math.sqrt(2 * rho)
+
+
+def laplace_scale(sensitivity: float, eps: float) -> float:
+    """Laplace scale b = Δ1/eps for eps-DP; as zCDP this step costs rho = eps**2 / 2."""
+    if eps <= 0:
+        raise ValueError("eps must be > 0")
+    return sensitivity / eps
+
+
+def rho_of_pure_eps(eps: float) -> float:
+    """zCDP cost of an eps-DP step (Bun-Steinke 2016, Prop. 1.4)."""
+    return eps * eps / 2
+
+
+class BudgetExceeded(RuntimeError):
+    """A charge would push the ledger's total rho past its budget."""
+
+
+@dataclass(frozen=True)
+class Charge:
+    """One recorded use of private data: what was measured, how, and what it cost."""
+
+    step: str
+    mechanism: str
+    sensitivity: float
+    noise_scale: float
+    rho: float
+    sensitivity_reason: str = ""
+    sampler: str = ""
+
+
+@dataclass
+class Ledger:
+    """Every private-data access of one run, with its zCDP cost; refuses to exceed the budget.
+
+    The budget is rho = rho_from_eps_delta(epsilon, delta).  ``charge`` raises
+    BudgetExceeded (and records nothing) if the new total would exceed the budget
+    by more than a relative 1e-12 (floating-point slack for exact splits).
+    """
+
+    epsilon: float
+    delta: float
+    budget: float = field(init=False)
+    charges: list[Charge] = field(default_factory=list)
+
+    def __post_init__(self):
+        self.budget = rho_from_eps_delta(self.epsilon, self.delta)
+
+    @property
+    def spent(self) -> float:
+        return math.fsum(c.rho for c in self.charges)
+
+    @property
+    def remaining(self) -> float:
+        return max(0.0, self.budget - self.spent)
+
+    def charge(self, step: str, mechanism: str, sensitivity: float, noise_scale: float, rho: float,
+               sensitivity_reason: str = "", sampler: str = "") -> Charge:
+        if not rho > 0:
+            raise ValueError(f"{step}: a charge must have rho > 0, got {rho}")
+        if self.spent + rho > self.budget * (1 + 1e-12):
+            raise BudgetExceeded(
+                f"{step}: charging rho={rho:.6g} would exceed the budget "
+                f"(spent {self.spent:.6g} of {self.budget:.6g})")
+        c = Charge(step, mechanism, float(sensitivity), float(noise_scale), float(rho),
+                   sensitivity_reason, sampler)
+        self.charges.append(c)
+        return c
+
+    def to_dict(self) -> dict:
+        spent = self.spent
+        return {
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "rho_budget": self.budget,
+            "rho_spent": spent,
+            "epsilon_spent": eps_from_rho_delta(spent, self.delta),
+            "conversion": "zCDP -> (eps, delta): Canonne-Kamath-Steinke 2020 tight bound",
+            "charges": [asdict(c) for c in self.charges],
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
