@@ -160,7 +160,7 @@ def validate(df: pd.DataFrame, schema: Schema, what: str, on_invalid: str = "err
 def _category_codes(text: pd.Series, col: Column) -> np.ndarray:
     """Code of each cell in category_list(col), -1 where it matches none."""
     cats = category_list(col)
-    codes = pd.Categorical(text.str.strip(), categories=[str(c) for c in cats]).codes.astype(np.int32)
+    codes = pd.Index([str(c) for c in cats]).get_indexer(text.str.strip()).astype(np.int32)
     if all(isinstance(v, int) for v in col.values):
         unmatched = np.flatnonzero(codes < 0)
         if len(unmatched):  # tolerate "1.0" or "01" for integer categories

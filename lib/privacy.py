@@ -42,7 +42,7 @@ def delta_from_rho_eps(rho: float, eps: float) -> float:
 
 
 def rho_from_eps_delta(eps: float, delta: float) -> float:
-    """Largest rho (to 1e-15 relative) whose zCDP guarantee implies (eps, delta)-DP.
+    """Largest rho (to float precision) whose zCDP guarantee implies (eps, delta)-DP.
 
     Bisection on rho keeps the lower end, so delta_from_rho_eps(result, eps) <= delta.
     """
@@ -51,28 +51,28 @@ def rho_from_eps_delta(eps: float, delta: float) -> float:
     lo, hi = 0.0, eps + 1.0
     for _ in range(_BISECT_STEPS):
         mid = (lo + hi) / 2
+        if mid in (lo, hi):
+            break
         if delta_from_rho_eps(mid, eps) <= delta:
             lo = mid
         else:
             hi = mid
-        if hi - lo <= 1e-15 * hi:
-            break
     return lo
 
 
 def eps_from_rho_delta(rho: float, delta: float) -> float:
-    """Smallest eps (to 1e-12 relative, rounded up) with rho-zCDP => (eps, delta)-DP."""
+    """Smallest eps (to float precision, rounded up) with rho-zCDP => (eps, delta)-DP."""
     if rho <= 0:
         return 0.0
     lo, hi = 0.0, rho + 2 * math.sqrt(rho * math.log(1 / delta)) + 1e-9  # classic bound is valid
     for _ in range(_BISECT_STEPS):
         mid = (lo + hi) / 2
+        if mid in (lo, hi):
+            break
         if delta_from_rho_eps(rho, mid) <= delta:
             hi = mid
         else:
             lo = mid
-        if hi - lo <= 1e-12 * hi:
-            break
     return hi
 
 

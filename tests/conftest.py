@@ -1,0 +1,28 @@
+"""Shared fixtures: small Sprint-2-shaped tables from the seeded generator in bench/."""
+import json
+from pathlib import Path
+
+import pytest
+
+from bench.sprint2_generator import generate
+
+FIXTURES = Path(__file__).parent / "fixtures"
+SPRINT2_PARAMS = FIXTURES / "sprint2_parameters.json"
+
+
+@pytest.fixture
+def sprint2_files(tmp_path):
+    """Paths of a parameters file (Sprint-2 schema, small max_records), a private and a public CSV."""
+    params = json.loads(SPRINT2_PARAMS.read_text())
+    for run in params["runs"]:
+        run["max_records"] = 5000
+    (tmp_path / "params.json").write_text(json.dumps(params))
+    generate(2000, seed=1).to_csv(tmp_path / "private.csv", index=False)
+    generate(1500, seed=2).drop(columns="sim_individual_id").to_csv(tmp_path / "public.csv", index=False)
+    return tmp_path / "params.json", tmp_path / "private.csv", tmp_path / "public.csv"
+
+
+def write_params(path: Path, schema: dict, runs: list | None = None) -> Path:
+    runs = runs or [{"epsilon": 1.0, "delta": 1e-9, "max_records": 1000, "max_records_per_individual": 1}]
+    path.write_text(json.dumps({"runs": runs, "schema": schema}))
+    return path

@@ -1,0 +1,151 @@
+"""Reading and validation, contribution bounding, and the encode/decode round trip."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from dataloader.bounding import bound_contributions
+from dataloader.encoding import Encoder
+from dataloader.io import DataError, read_table, validate
+from dataloader.schema import parse_schema
+
+SCHEMA = parse_schema({
+    "runs": [{"epsilon": 1, "delta": 1e-9, "max_records": 100}],
+    "schema": {
+        "CITY": {"dtype": "str", "values": ["a", "b", "c"]},
+        "KIDS": {"dtype": "int", "values": [0, 1, 2], "null": "N"},
+        "AGE": {"dtype": "int", "min": 0, "max": 99},
+        "SMALL": {"dtype": "int", "min": 1, "max": 4},
+        "INC": {"dtype": "int32", "null": "N"},
+        "W": {"dtype": "float", "min": 0.5, "max": 2.5, "bins": [1.0, 2.0]},
+    }})
+
+
+def text_frame(**cols):
+    return pd.DataFrame({k: [str(v) for v in vals] for k, vals in cols.items()})
+
+
+def good_rows(n=6):
+    return dict(CITY=["a", "b", "c", "a", "b", "c"][:n], KIDS=[0, 1, 2, "N", "1.0", 0][:n],
+                AGE=[0, 5, 99, 40, 41, 42][:n], SMALL=[1, 2, 3, 4, 4, 1][:n],
+                INC=[0, -50, 30000, "N", 7, 0][:n], W=[0.5, 1.0, 2.5, 1.5, 2.0, 0.7][:n])
+
+
+def test_validate_types_values_and_null_tokens():
+    typed = validate(text_frame(**good_rows()), SCHEMA, "test")
+    assert list(typed["KIDS"].astype(object)) == [0, 1, 2, "N", 1, 0]  # "1.0" is category 1
+    assert np.isnan(typed["INC"][3]) and typed["INC"][2] == 30000
+    assert typed["CITY"].dtype.name == "category"
+
+
+@pytest.mark.parametrize("column,value,reason", [
+    ("CITY", "z", "unknown or missing categories"),
+    ("KIDS", "", "unknown or missing categories"),
+    ("AGE", "120", "above max 99"),
+    ("AGE", "NaN", "missing or non-numeric"),
+    ("AGE", "4.5", "non-integer"),
+    ("W", "", "missing or non-numeric"),
+])
+def test_invalid_values_error_lists_column_and_count(column, value, reason):
+    rows = good_rows()
+    rows[column] = [value] * 2 + rows[column][2:]
+    with pytest.raises(DataError) as err:
+        validate(text_frame(**rows), SCHEMA, "private file")
+    msg = str(err.value)
+    assert f"{column}: 2 {reason}" in msg and "\n" not in msg
+
+
+def test_clip_and_drop_policies():
+    rows = good_rows()
+    rows["AGE"] = [150, -3] + rows["AGE"][2:]
+    rows["CITY"] = ["z"] + rows["CITY"][1:]
+    clipped = validate(text_frame(**rows), SCHEMA, "test", on_invalid="clip")
+    assert len(clipped) == 5 and clipped["AGE"][0] == 0  # row with CITY=z cannot be clipped: dropped
+    dropped = validate(text_frame(**rows), SCHEMA, "test", on_invalid="drop")
+    assert len(dropped) == 4
+
+
+def test_read_table_header_problems(tmp_path):
+    path = tmp_path / "x.csv"
+    pd.DataFrame(good_rows()).drop(columns="AGE").assign(EXTRA=1).to_csv(path, index=False)
+    with pytest.raises(DataError, match="missing column.*AGE"):
+        read_table(path, SCHEMA, "private file")
+    pd.DataFrame(good_rows()).assign(EXTRA=1).to_csv(path, index=False)
+    with pytest.raises(DataError, match="not in the schema: EXTRA"):
+        read_table(path, SCHEMA, "private file")
+    assert list(read_table(path, SCHEMA, "public file", allow_extra=True).columns) == SCHEMA.names
+    path.write_text("")
+    with pytest.raises(DataError, match="empty file"):
+        read_table(path, SCHEMA, "private file")
+    path.write_text(",".join(SCHEMA.names) + "\n")
+    with pytest.raises(DataError, match="no rows"):
+        read_table(path, SCHEMA, "private file")
+
+
+@pytest.mark.parametrize("theta", [1, 2, 3, 7])
+def test_bounding_keeps_at_most_theta_rows_per_id(theta):
+    rng = np.random.default_rng(0)
+    ids = rng.integers(0, 300, size=3000)
+    keep = bound_contributions(ids, theta, np.random.default_rng(1))
+    kept_per_id = np.bincount(ids[keep], minlength=300)
+    all_per_id = np.bincount(ids, minlength=300)
+    assert (kept_per_id <= theta).all()
+    assert (kept_per_id == np.minimum(all_per_id, theta)).all()  # keeps as many as allowed
+    assert np.array_equal(keep, np.unique(keep))
+    assert np.array_equal(keep, bound_contributions(ids, theta, np.random.default_rng(1)))
+
+
+def test_bounding_choice_is_random_not_first_rows():
+    ids = np.zeros(1000, dtype=int)
+    keep = bound_contributions(ids, 5, np.random.default_rng(3))
+    assert keep.max() > 100
+
+
+def fitted_encoder():
+    public = validate(text_frame(**good_rows()), SCHEMA, "public", public=True)
+    schema = SCHEMA.with_public_ranges({"INC": (-50.0, 30000.0)})
+    return Encoder.fit(schema, public, default_bins=4), schema
+
+
+def test_encoder_domains_follow_schema_and_public_data():
+    enc, _ = fitted_encoder()
+    sizes = dict(zip(enc.names, enc.sizes))
+    assert sizes["CITY"] == 3 and sizes["KIDS"] == 4  # 3 values + null token
+    assert sizes["SMALL"] == 4  # no more integers than bins: one bin per integer
+    assert sizes["W"] == 3  # schema edges 1.0, 2.0 cut [0.5, 2.5] into 3 bins
+    assert enc.coder("INC").null_code == sizes["INC"] - 1
+
+
+def test_encoder_needs_every_range():
+    with pytest.raises(Exception, match="INC"):
+        Encoder.fit(SCHEMA)
+
+
+def test_encode_decode_round_trip_stays_inside_schema():
+    enc, schema = fitted_encoder()
+    rng = np.random.default_rng(5)
+    codes = np.column_stack([rng.integers(0, size, 5000) for size in enc.sizes]).astype(np.int32)
+    typed = enc.decode(codes, rng)
+    assert np.array_equal(enc.encode(typed), codes)
+    for col in schema.columns:
+        if col.kind == "numeric":
+            v = typed[col.name].to_numpy()
+            v = v[~np.isnan(v)]
+            assert v.min() >= col.low and v.max() <= col.high, col.name
+            if col.integral:
+                assert np.array_equal(v, np.round(v)), col.name
+    # the decoded frame is valid input again
+    text = pd.DataFrame({c: typed[c].astype(object).map(lambda x: "N" if x != x else str(x)) for c in enc.names})
+    text["INC"] = [("N" if x != x else str(int(x))) for x in typed["INC"]]
+    text["AGE"] = [str(int(x)) for x in typed["AGE"]]
+    text["SMALL"] = [str(int(x)) for x in typed["SMALL"]]
+    validate(text, schema, "decoded")
+
+
+def test_integer_spike_gets_its_own_bin():
+    schema = parse_schema({"runs": [{"epsilon": 1, "delta": 1e-9, "max_records": 100}],
+                           "schema": {"INC": {"dtype": "int", "min": -100, "max": 10000}}})
+    public = pd.DataFrame({"INC": np.r_[np.zeros(500), np.linspace(-100, 10000, 500)]})
+    coder = Encoder.fit(schema, public, default_bins=10).coder("INC")
+    zero_bin = coder.encode(np.array([0.0]))[0]
+    decoded = coder.decode(np.full(100, zero_bin), np.random.default_rng(0))
+    assert (decoded == 0).all()

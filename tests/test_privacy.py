@@ -1,0 +1,84 @@
+"""zCDP conversion, noise scales and the ledger."""
+import math
+
+import numpy as np
+import pytest
+
+from lib.privacy import (BudgetExceeded, Ledger, classic_rho_from_eps_delta, delta_from_rho_eps,
+                         eps_from_rho_delta, gaussian_sigma, laplace_scale, rho_from_eps_delta, rho_of_pure_eps)
+
+CASES = [(0.1, 1e-10), (1.0, 1e-9), (1.0, 3.4498908254380166e-11), (10.0, 1e-10)]
+
+
+def brute_force_delta(rho, eps):
+    """min over a fine log-spaced alpha grid of the CKS expression, computed in logs."""
+    alpha = np.exp(np.linspace(np.log(1 + 1e-9), np.log(1e5), 400_001))
+    log_d = (alpha - 1) * (alpha * rho - eps) + alpha * np.log1p(-1 / alpha) - np.log(alpha - 1)
+    return float(np.exp(log_d.min()))
+
+
+def test_classic_conversion_hand_computed():
+    # eps = 1, delta = 1e-9: ln(1/delta) = 20.7232658; rho = (sqrt(21.7232658) - sqrt(20.7232658))^2
+    assert classic_rho_from_eps_delta(1.0, 1e-9) == pytest.approx(0.0117811604, rel=1e-8)
+    rho = classic_rho_from_eps_delta(1.0, 1e-9)
+    assert rho + 2 * math.sqrt(rho * math.log(1e9)) == pytest.approx(1.0, rel=1e-12)
+
+
+@pytest.mark.parametrize("rho,eps", [(0.05, 1.0), (0.0002, 0.1), (1.0, 10.0), (0.5, 1.0)])
+def test_delta_matches_brute_force_minimum(rho, eps):
+    assert delta_from_rho_eps(rho, eps) == pytest.approx(brute_force_delta(rho, eps), rel=1e-6)
+
+
+@pytest.mark.parametrize("eps,delta", CASES)
+def test_tight_rho_is_largest_valid_and_beats_classic(eps, delta):
+    rho = rho_from_eps_delta(eps, delta)
+    assert delta_from_rho_eps(rho, eps) <= delta
+    assert delta_from_rho_eps(rho * (1 + 1e-9), eps) > delta
+    gain = rho / classic_rho_from_eps_delta(eps, delta)
+    assert 1.10 <= gain <= 1.50, gain
+    # converting back never claims more than the requested epsilon
+    assert eps_from_rho_delta(rho, delta) <= eps
+    assert eps_from_rho_delta(rho, delta) == pytest.approx(eps, rel=1e-9)
+
+
+def test_pinned_values():
+    assert rho_from_eps_delta(1.0, 1e-9) == pytest.approx(0.0149730577, rel=1e-8)
+    assert rho_from_eps_delta(0.1, 1e-10) == pytest.approx(0.000153605037, rel=1e-8)
+
+
+def test_noise_scales_hand_computed():
+    assert gaussian_sigma(2.0, 0.5) == pytest.approx(2.0)
+    assert gaussian_sigma(7.0, 0.02) == pytest.approx(7.0 / 0.2)
+    assert laplace_scale(1.0, 0.5) == pytest.approx(2.0)
+    assert rho_of_pure_eps(0.2) == pytest.approx(0.02)
+    with pytest.raises(ValueError):
+        gaussian_sigma(1.0, 0.0)
+
+
+def test_rejects_bad_budget():
+    for eps, delta in [(0, 1e-9), (-1, 1e-9), (1, 0), (1, 1), (1, 1.5)]:
+        with pytest.raises(ValueError):
+            rho_from_eps_delta(eps, delta)
+
+
+def test_ledger_total_is_sum_and_budget_is_never_exceeded():
+    ledger = Ledger(1.0, 1e-9)
+    parts = [0.5, 0.25, 0.125, 0.125]
+    for i, share in enumerate(parts):
+        ledger.charge(f"step {i}", "Gaussian", 1.0, 1.0, share * ledger.budget)
+    assert ledger.spent == pytest.approx(sum(c.rho for c in ledger.charges), rel=1e-15)
+    assert ledger.spent <= ledger.budget * (1 + 1e-12)
+    with pytest.raises(BudgetExceeded):
+        ledger.charge("one more", "Gaussian", 1.0, 1.0, 1e-6 * ledger.budget)
+    assert len(ledger.charges) == len(parts)  # a refused charge records nothing
+
+
+def test_ledger_refuses_single_oversized_charge_and_serialises():
+    ledger = Ledger(0.1, 1e-10)
+    with pytest.raises(BudgetExceeded):
+        ledger.charge("too much", "Gaussian", 1.0, 1.0, ledger.budget * 1.001)
+    ledger.charge("all", "Gaussian", 1.0, 1.0, ledger.budget)
+    d = ledger.to_dict()
+    assert d["rho_spent"] == pytest.approx(d["rho_budget"])
+    assert d["epsilon_spent"] <= 0.1
+    assert d["charges"][0]["step"] == "all"

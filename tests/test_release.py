@@ -1,0 +1,169 @@
+"""End-to-end releases through main.py: output shape, ledgers, determinism, bad input."""
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import main
+from dataloader.encoding import Encoder
+from dataloader.schema import load_schema
+from lib.privacy import Ledger
+from method.context import RunContext
+from method.histogram import synthesize
+from tests.conftest import write_params
+
+
+def run_main(argv, capsys):
+    code = main.main([str(a) for a in argv])
+    return code, capsys.readouterr().err
+
+
+def release_args(params, private, public, out, *extra):
+    # unbounded Sprint-2 columns take their range from the public file: clip private values to it
+    return ["--params", params, "--private", private, "--public", public, "--output", out, "--quiet",
+            "--on-invalid", "clip", *extra]
+
+
+def test_sprint2_shaped_release_end_to_end(sprint2_files, tmp_path, capsys):
+    params, private, public = sprint2_files
+    out = tmp_path / "out" / "sub.csv"
+    code, err = run_main(release_args(params, private, public, out, "--seed", "3"), capsys)
+    assert code == 0, err
+    assert "seeded noise is not private" in err
+    df = pd.read_csv(out)
+    schema = load_schema(params)
+    assert list(df.columns) == ["epsilon"] + schema.names + ["sim_individual_id"]
+    assert sorted(df["epsilon"].unique()) == [0.1, 1.0, 10.0]
+    assert df.groupby("epsilon").size().max() <= 5000
+    for eps in (0.1, 1, 10):
+        ledger = json.loads((out.parent / f"sub.ledger.eps{eps:g}.json").read_text())
+        total = sum(c["rho"] for c in ledger["charges"])
+        assert ledger["rho_spent"] == pytest.approx(total, rel=1e-12)
+        assert total <= ledger["rho_budget"] * (1 + 1e-12)
+        assert ledger["epsilon_spent"] <= eps * (1 + 1e-12)
+        assert all(c["sensitivity"] == 7 for c in ledger["charges"])  # theta = 7 in Sprint 2
+    code, err = run_main(["validate", "--params", params, "--submission", out], capsys)
+    assert code == 0, err
+
+
+def test_same_seed_gives_identical_bytes_and_jobs_do_not_matter(sprint2_files, tmp_path, capsys):
+    params, private, public = sprint2_files
+    outs = []
+    for i, jobs in enumerate([1, 1, 3]):
+        out = tmp_path / f"run{i}.csv"
+        assert run_main(release_args(params, private, public, out, "--seed", "11", "--jobs", jobs), capsys)[0] == 0
+        outs.append(out.read_bytes())
+    assert outs[0] == outs[1] == outs[2]
+    other = tmp_path / "other.csv"
+    assert run_main(release_args(params, private, public, other, "--seed", "12"), capsys)[0] == 0
+    assert other.read_bytes() != outs[0]
+
+
+def test_validate_rejects_a_bad_submission(sprint2_files, tmp_path, capsys):
+    params, private, public = sprint2_files
+    out = tmp_path / "sub.csv"
+    run_main(release_args(params, private, public, out, "--seed", "1"), capsys)
+    df = pd.read_csv(out, dtype=str)
+    df.loc[0, "AGE"] = "200"
+    df = df[pd.to_numeric(df["epsilon"]) != 10]
+    df.to_csv(tmp_path / "bad.csv", index=False)
+    code, err = run_main(["validate", "--params", params, "--submission", tmp_path / "bad.csv"], capsys)
+    assert code == 1
+    assert "no rows for epsilon 10" in err and "AGE: 1 above max 135" in err
+
+
+def test_noise_scale_grows_with_theta(sprint2_files):
+    params, private, public = sprint2_files
+    schema = load_schema(params)
+    schema = schema.with_public_ranges({name: (0.0, 1e6) for name in schema.unbounded()})
+    encoder = Encoder.fit(schema)
+    codes = np.zeros((50, len(schema.columns)), dtype=np.int32)
+    sigmas = {}
+    for theta in (1, 7):
+        ctx = RunContext(encoder, ("PUMA", "YEAR"), theta, 1000, Ledger(1.0, 1e-9), np.random.default_rng(0))
+        synthesize(codes, ctx)
+        assert ctx.ledger.spent == pytest.approx(ctx.ledger.budget, rel=1e-12)
+        assert all(c.sensitivity == theta for c in ctx.ledger.charges)
+        sigmas[theta] = np.array([c.noise_scale for c in ctx.ledger.charges])
+    assert np.allclose(sigmas[7], 7 * sigmas[1])
+
+
+def test_histogram_without_groups_spends_whole_budget_on_marginals(sprint2_files):
+    params, _, _ = sprint2_files
+    schema = load_schema(params)
+    schema = schema.with_public_ranges({name: (0.0, 1e6) for name in schema.unbounded()})
+    encoder = Encoder.fit(schema)
+    codes = np.zeros((500, len(schema.columns)), dtype=np.int32)
+    ctx = RunContext(encoder, (), 1, 10_000, Ledger(10.0, 1e-9), np.random.default_rng(0))
+    out = synthesize(codes, ctx)
+    assert len(ctx.ledger.charges) == len(schema.columns)
+    assert ctx.ledger.spent == pytest.approx(ctx.ledger.budget, rel=1e-12)
+    assert abs(len(out) - 500) < 50 and (out == 0).mean() > 0.9
+
+
+GOOD_SCHEMA = {"G": {"dtype": "str", "values": ["x", "y"]}, "AGE": {"dtype": "int", "min": 0, "max": 99},
+               "INC": {"dtype": "float", "min": 0, "max": 1000}}
+
+
+def write_private(path, rows=None):
+    rows = rows or "G,AGE,INC\nx,30,10.5\ny,40,200\nx,50,0\n"
+    path.write_text(rows)
+    return path
+
+
+def bad_input_cases(tmp_path):
+    """(name, argv, expected text in the one error line)."""
+    good = write_params(tmp_path / "good.json", GOOD_SCHEMA)
+    priv = write_private(tmp_path / "priv.csv")
+    out = tmp_path / "out" / "sub.csv"
+    args = lambda params=good, private=priv, output=out: [
+        "--params", params, "--private", private, "--output", output, "--group-columns", "G"]
+    malformed = tmp_path / "malformed.json"
+    malformed.write_text('{"runs": [{"epsilon": 1,}]')
+    eps0 = write_params(tmp_path / "eps0.json", GOOD_SCHEMA,
+                        [{"epsilon": 0, "delta": 1e-9, "max_records": 10}])
+    delta1 = write_params(tmp_path / "delta1.json", GOOD_SCHEMA,
+                          [{"epsilon": 1, "delta": 1.0, "max_records": 10}])
+    unbounded = write_params(tmp_path / "unbounded.json", {**GOOD_SCHEMA, "INC": {"dtype": "float"}})
+    blocker = tmp_path / "a_file"
+    blocker.write_text("x")
+    return [
+        ("malformed JSON", args(params=malformed), "not valid JSON"),
+        ("missing column", args(private=write_private(tmp_path / "p1.csv", "G,AGE\nx,3\n")), "missing column(s) INC"),
+        ("unknown category", args(private=write_private(tmp_path / "p2.csv", "G,AGE,INC\nz,3,1\n")),
+         "G: 1 unknown or missing categories"),
+        ("NaN", args(private=write_private(tmp_path / "p3.csv", "G,AGE,INC\nx,3,NaN\nx,4,\n")),
+         "INC: 2 missing or non-numeric"),
+        ("empty CSV", args(private=write_private(tmp_path / "p4.csv", " ")), "private file"),
+        ("header only", args(private=write_private(tmp_path / "p5.csv", "G,AGE,INC\n")), "no rows"),
+        ("eps <= 0", args(params=eps0), "epsilon must be a number > 0"),
+        ("delta not in (0,1)", args(params=delta1), "delta must be a number in (0, 1)"),
+        ("unbounded numeric without range", args(params=unbounded), "column INC: numeric with no range"),
+        ("unwritable output path", args(output=blocker / "sub.csv"), "cannot create output folder"),
+        ("unreadable private path", args(private=tmp_path / "nope.csv"), "not found"),
+    ]
+
+
+def test_bad_input_matrix(tmp_path, capsys):
+    for name, argv, expected in bad_input_cases(tmp_path):
+        code, err = run_main(argv, capsys)
+        lines = [line for line in err.splitlines() if line.strip()]
+        assert code != 0, name
+        assert len(lines) == 1 and lines[0].startswith("error: "), (name, err)
+        assert expected in lines[0], (name, lines[0])
+        out_dir = tmp_path / "out"
+        assert not out_dir.exists() or list(out_dir.iterdir()) == [], name
+
+
+def test_failure_midway_leaves_no_partial_files(sprint2_files, tmp_path, capsys, monkeypatch):
+    params, private, public = sprint2_files
+    import method.release as release
+
+    def explode(*args, **kwargs):
+        raise OSError("disk full (simulated)")
+    monkeypatch.setattr(release.SubmissionWriter, "write", explode)
+    out = tmp_path / "out" / "sub.csv"
+    code, err = run_main(release_args(params, private, public, out, "--seed", "1"), capsys)
+    assert code != 0 and "disk full" in err
+    assert list(out.parent.iterdir()) == []

@@ -1,0 +1,66 @@
+"""Parsing and validating parameters files."""
+import pytest
+
+from dataloader.schema import CATEGORICAL, NUMERIC, SchemaError, load_schema, parse_schema
+from tests.conftest import SPRINT2_PARAMS
+
+UNBOUNDED_SPRINT2 = ["HHWT", "PERWT", "INCTOT", "INCWAGE", "INCWELFR", "INCINVST", "INCEARN"]
+
+
+def test_sprint2_parameters_parse_unchanged():
+    schema = load_schema(SPRINT2_PARAMS)
+    assert len(schema.columns) == 35
+    assert [r.epsilon for r in schema.runs] == [0.1, 1.0, 10.0]
+    assert all(r.max_records_per_individual == 7 and r.max_records == 1_350_000 for r in schema.runs)
+    assert schema.column("PUMA").kind == CATEGORICAL and len(schema.column("PUMA").values) == 181
+    age = schema.column("AGE")
+    assert (age.kind, age.integral, age.low, age.high) == (NUMERIC, True, 0, 135)
+    assert schema.unbounded() == UNBOUNDED_SPRINT2
+    assert schema.column("YEAR").values == tuple(range(2012, 2019))
+
+
+def test_unbounded_numeric_needs_a_range_naming_each_column():
+    schema = load_schema(SPRINT2_PARAMS)
+    with pytest.raises(SchemaError) as err:
+        schema.require_ranges()
+    assert len(err.value.problems) == len(UNBOUNDED_SPRINT2)
+    assert all(name in line for name, line in zip(UNBOUNDED_SPRINT2, err.value.problems))
+    filled = schema.with_public_ranges({name: (0, 100) for name in UNBOUNDED_SPRINT2})
+    filled.require_ranges()
+    assert filled.column("HHWT").high == 100
+
+
+def test_range_bins_and_null_in_schema_entry():
+    schema = parse_schema({"runs": [{"epsilon": 1, "delta": 1e-9, "max_records": 10}],
+                           "schema": {"INC": {"dtype": "int32", "min": -10, "max": 1000, "bins": [0, 100, 500],
+                                              "null": "N"},
+                                      "W": {"dtype": "float", "min": 0, "max": 1, "bins": 4}}})
+    inc = schema.column("INC")
+    assert (inc.low, inc.high, inc.bins, inc.null) == (-10, 1000, (0.0, 100.0, 500.0), "N")
+    assert schema.column("W").bins == 4
+    assert schema.runs[0].max_records_per_individual == 1
+
+
+def test_every_problem_is_reported_at_once():
+    raw = {"runs": [{"epsilon": 0, "delta": 1.5, "max_records": 10},
+                    {"epsilon": 1, "delta": 1e-9, "max_records": 0, "max_records_per_individual": 0}],
+           "schema": {"A": {"values": []}, "B": {"dtype": "float", "min": 5}, "C": {"dtype": "weird"},
+                      "D": {"values": [1, "x"]}, "E": {"dtype": "int", "min": 0, "max": 5, "bins": [3, 2]},
+                      "F": {"values": [1, 2], "colour": "red"}}}
+    with pytest.raises(SchemaError) as err:
+        parse_schema(raw)
+    text = "\n".join(err.value.problems)
+    for needle in ["runs[0]: epsilon", "runs[0]: delta", "runs[1]: max_records must",
+                   "runs[1]: max_records_per_individual", "column A", "column B: give both", "column C",
+                   "column D", "column E: bin edges", "column F: unknown key \"colour\""]:
+        assert needle in text, needle
+    assert len(err.value.problems) == 10
+
+
+def test_malformed_json_and_missing_file(tmp_path):
+    bad = tmp_path / "p.json"
+    bad.write_text('{"runs": [}')
+    with pytest.raises(SchemaError, match="not valid JSON"):
+        load_schema(bad)
+    with pytest.raises(SchemaError, match="cannot read parameters file"):
+        load_schema(tmp_path / "missing.json")
