@@ -127,7 +127,8 @@ def validate(df: pd.DataFrame, schema: Schema, what: str, on_invalid: str = "err
                 drop |= bad
             out[col.name] = pd.Categorical.from_codes(codes, categories=category_list(col))
         else:
-            values, bad_text, low_mask, high_mask, frac_mask = _numeric(text, col, check_range=not public or col.bounded)
+            values, bad_text, low_mask, high_mask, frac_mask = _numeric(
+                text, col, check_range=not public or col.bounded)
             report.add(col.name, "missing or non-numeric", int(bad_text.sum()))
             report.add(col.name, f"below min {col.low:g}" if col.low is not None else "", int(low_mask.sum()))
             report.add(col.name, f"above max {col.high:g}" if col.high is not None else "", int(high_mask.sum()))

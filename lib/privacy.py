@@ -41,6 +41,19 @@ def delta_from_rho_eps(rho: float, eps: float) -> float:
     return min(1.0, math.exp(_log_delta_at(alpha, rho, eps)))
 
 
+def _bisect(holds, lo: float, hi: float) -> tuple[float, float]:
+    """(lo, hi) around the point where ``holds`` (true at lo, false at hi) flips, to float precision."""
+    for _ in range(_BISECT_STEPS):
+        mid = (lo + hi) / 2
+        if mid in (lo, hi):
+            break
+        if holds(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo, hi
+
+
 def rho_from_eps_delta(eps: float, delta: float) -> float:
     """Largest rho (to float precision) whose zCDP guarantee implies (eps, delta)-DP.
 
@@ -48,32 +61,15 @@ def rho_from_eps_delta(eps: float, delta: float) -> float:
     """
     if eps <= 0 or not 0 < delta < 1:
         raise ValueError(f"need eps > 0 and 0 < delta < 1, got eps={eps}, delta={delta}")
-    lo, hi = 0.0, eps + 1.0
-    for _ in range(_BISECT_STEPS):
-        mid = (lo + hi) / 2
-        if mid in (lo, hi):
-            break
-        if delta_from_rho_eps(mid, eps) <= delta:
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    return _bisect(lambda rho: delta_from_rho_eps(rho, eps) <= delta, 0.0, eps + 1.0)[0]
 
 
 def eps_from_rho_delta(rho: float, delta: float) -> float:
     """Smallest eps (to float precision, rounded up) with rho-zCDP => (eps, delta)-DP."""
     if rho <= 0:
         return 0.0
-    lo, hi = 0.0, rho + 2 * math.sqrt(rho * math.log(1 / delta)) + 1e-9  # classic bound is valid
-    for _ in range(_BISECT_STEPS):
-        mid = (lo + hi) / 2
-        if mid in (lo, hi):
-            break
-        if delta_from_rho_eps(rho, mid) <= delta:
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    classic = rho + 2 * math.sqrt(rho * math.log(1 / delta))  # a valid (looser) bound
+    return _bisect(lambda eps: delta_from_rho_eps(rho, eps) > delta, 0.0, classic * (1 + 1e-9))[1]
 
 
 def classic_rho_from_eps_delta(eps: float, delta: float) -> float:

@@ -30,8 +30,7 @@ def synthesize(codes: np.ndarray, ctx: RunContext) -> np.ndarray:
     Privacy cost: exactly ``ctx.ledger.budget``, split over one Gaussian measurement of
     the group counts (if any) and one per other column, each with L2 sensitivity theta.
     """
-    enc = ctx.encoder
-    names, sizes = enc.names, enc.sizes
+    names, sizes = ctx.encoder.names, ctx.encoder.sizes
     group_idx = [names.index(g) for g in ctx.group_columns]
     other_idx = [j for j in range(len(names)) if j not in group_idx]
     rho = ctx.ledger.budget
@@ -40,17 +39,17 @@ def synthesize(codes: np.ndarray, ctx: RunContext) -> np.ndarray:
 
     group_sizes = tuple(sizes[j] for j in group_idx)
     with ctx.timed("measuring"):
-        groups, marginals = _measure(codes, ctx, group_idx, other_idx, rho_groups, rho_each)
+        groups, marginals = _measure(codes, ctx, group_idx, group_sizes, other_idx, rho_groups, rho_each)
     with ctx.timed("sampling"):
         return _sample(ctx, groups, marginals, group_idx, other_idx, group_sizes)
 
 
-def _measure(codes, ctx, group_idx, other_idx, rho_groups, rho_each):
+def _measure(codes, ctx, group_idx, group_sizes, other_idx, rho_groups, rho_each):
     names, sizes, rho = ctx.encoder.names, ctx.encoder.sizes, ctx.ledger.budget
     groups = None
     if group_idx:
         label = " × ".join(ctx.group_columns)
-        groups = gaussian_measure(count_marginal(codes[:, group_idx], tuple(sizes[j] for j in group_idx)), tuple(ctx.group_columns),
+        groups = gaussian_measure(count_marginal(codes[:, group_idx], group_sizes), ctx.group_columns,
                                   ctx.theta, rho_groups, ctx.rng, ctx.ledger, f"group counts ({label})",
                                   ctx.sensitivity_reason(f"counts per {label}"))
         log.info("histogram: group counts per %s get %.0f%% of rho (%.3g, noise sd %.3g per group)",

@@ -73,11 +73,14 @@ def test_validate_rejects_a_bad_submission(sprint2_files, tmp_path, capsys):
     assert "no rows for epsilon 10" in err and "AGE: 1 above max 135" in err
 
 
-def test_noise_scale_grows_with_theta(sprint2_files):
-    params, private, public = sprint2_files
+def sprint2_encoder(params):
     schema = load_schema(params)
     schema = schema.with_public_ranges({name: (0.0, 1e6) for name in schema.unbounded()})
-    encoder = Encoder.fit(schema)
+    return schema, Encoder.fit(schema)
+
+
+def test_noise_scale_grows_with_theta(sprint2_files):
+    schema, encoder = sprint2_encoder(sprint2_files[0])
     codes = np.zeros((50, len(schema.columns)), dtype=np.int32)
     sigmas = {}
     for theta in (1, 7):
@@ -90,10 +93,7 @@ def test_noise_scale_grows_with_theta(sprint2_files):
 
 
 def test_histogram_without_groups_spends_whole_budget_on_marginals(sprint2_files):
-    params, _, _ = sprint2_files
-    schema = load_schema(params)
-    schema = schema.with_public_ranges({name: (0.0, 1e6) for name in schema.unbounded()})
-    encoder = Encoder.fit(schema)
+    schema, encoder = sprint2_encoder(sprint2_files[0])
     codes = np.zeros((500, len(schema.columns)), dtype=np.int32)
     ctx = RunContext(encoder, (), 1, 10_000, Ledger(10.0, 1e-9), np.random.default_rng(0))
     out = synthesize(codes, ctx)
