@@ -1,0 +1,130 @@
+"""Gradually Update Method (GUM, from PrivSyn/DPSyn): move records toward target marginals.
+
+Post-processing only: GUM reads synthetic records and target marginals (noisy,
+made consistent), never private data, so it costs no privacy budget.
+
+Each pass visits every target marginal (in a random order) and, for that marginal,
+moves a fraction alpha of the surplus of every over-full cell to the under-full
+cells (destinations drawn in proportion to their deficit).  A moved record is
+either replaced by a copy of a record already sitting in its destination cell
+("duplicate", which keeps the other columns' joint structure of that cell), or
+has only this marginal's columns rewritten to the destination cell ("rewrite").
+alpha decays geometrically from pass to pass.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+
+@dataclass(frozen=True)
+class GumOptions:
+    """Iterations, alpha schedule (alpha * decay**pass) and the share of moves made by duplication."""
+
+    iterations: int = 25
+    alpha: float = 0.8
+    decay: float = 0.9
+    duplicate_share: float = 0.6
+
+
+def gum(records: np.ndarray, sizes: tuple[int, ...], targets: list[tuple[tuple[int, ...], np.ndarray]],
+        rng: np.random.Generator, options: GumOptions = GumOptions()) -> np.ndarray:
+    """Updated copy of ``records`` (n × d codes) whose marginals approach ``targets``.
+
+    ``targets``: (column indices, non-negative array of that marginal's shape); each is
+    rescaled to sum to n.  Deterministic given ``rng``'s state.  Costs no privacy budget.
+    """
+    out = np.ascontiguousarray(records, dtype=np.int32).copy()
+    if len(out) == 0 or not targets:
+        return out
+    attrs = np.concatenate([np.asarray(a, dtype=np.int64) for a, _ in targets])
+    attr_ptr = np.cumsum([0] + [len(a) for a, _ in targets]).astype(np.int64)
+    flat = []
+    for _, t in targets:
+        t = np.clip(np.asarray(t, dtype=np.float64).ravel(), 0, None)
+        flat.append(t * (len(out) / t.sum()) if t.sum() > 0 else np.full(t.size, len(out) / t.size))
+    cell_ptr = np.cumsum([0] + [len(t) for t in flat]).astype(np.int64)
+    alphas = options.alpha * options.decay ** np.arange(options.iterations)
+    _gum_kernel(out, np.asarray(sizes, dtype=np.int64), attrs, attr_ptr, np.concatenate(flat), cell_ptr,
+                alphas, options.duplicate_share, int(rng.integers(2 ** 62)))
+    return out
+
+
+@numba.njit(cache=True)
+def _gum_kernel(records, sizes, attrs, attr_ptr, targets, cell_ptr, alphas, dup_share, seed):
+    np.random.seed(seed)
+    n = records.shape[0]
+    n_marg = len(attr_ptr) - 1
+    cell = np.empty(n, np.int64)
+    for alpha in alphas:
+        for m in np.random.permutation(n_marg):
+            a0, a1, c0 = attr_ptr[m], attr_ptr[m + 1], cell_ptr[m]
+            ncell = cell_ptr[m + 1] - c0
+            counts = np.zeros(ncell, np.int64)
+            for r in range(n):
+                idx = 0
+                for k in range(a0, a1):
+                    idx = idx * sizes[attrs[k]] + records[r, attrs[k]]
+                cell[r] = idx
+                counts[idx] += 1
+            quota = np.zeros(ncell, np.int64)
+            deficit = np.zeros(ncell)
+            moves = 0
+            total_deficit = 0.0
+            for c in range(ncell):
+                diff = counts[c] - targets[c0 + c]
+                if diff > 0:
+                    q = alpha * diff
+                    qi = int(q)
+                    if np.random.random() < q - qi:
+                        qi += 1
+                    quota[c] = min(qi, counts[c])
+                    moves += quota[c]
+                elif diff < 0:
+                    deficit[c] = -diff
+                    total_deficit -= diff
+            if moves == 0 or total_deficit <= 0:
+                continue
+            # destinations in proportion to deficit (systematic sampling), in random order
+            dest = np.empty(moves, np.int64)
+            step = total_deficit / moves
+            pos = np.random.random() * step
+            acc = 0.0
+            c = 0
+            for i in range(moves):
+                while c < ncell - 1 and acc + deficit[c] <= pos:
+                    acc += deficit[c]
+                    c += 1
+                dest[i] = c
+                pos += step
+            dest = dest[np.random.permutation(moves)]
+            # records of each cell (counting sort), for duplication sources
+            start = np.zeros(ncell + 1, np.int64)
+            for c in range(ncell):
+                start[c + 1] = start[c] + counts[c]
+            fill = start[:-1].copy()
+            members = np.empty(n, np.int64)
+            for r in range(n):
+                members[fill[cell[r]]] = r
+                fill[cell[r]] += 1
+            j = 0
+            for r in np.random.permutation(n):
+                c = cell[r]
+                if quota[c] == 0:
+                    continue
+                quota[c] -= 1
+                t = dest[j]
+                j += 1
+                if counts[t] > 0 and np.random.random() < dup_share:
+                    src = members[start[t] + np.random.randint(counts[t])]
+                    records[r, :] = records[src, :]
+                else:
+                    rem = t
+                    for k in range(a1 - 1, a0 - 1, -1):
+                        records[r, attrs[k]] = rem % sizes[attrs[k]]
+                        rem //= sizes[attrs[k]]
+                if j == moves:
+                    break
+    return records

@@ -1,0 +1,71 @@
+"""Consistency of noisy marginals and the GUM record updater."""
+import itertools
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lib.consistency import _projection, make_consistent
+from lib.gum import GumOptions, gum
+from lib.marginals import count_marginal
+from tests.conftest import FIXTURES
+
+
+@pytest.fixture(scope="module")
+def adult():
+    domain = json.loads((FIXTURES / "adult-domain.json").read_text())
+    codes = pd.read_csv(FIXTURES / "adult.csv.gz")[list(domain)].to_numpy(np.int32)
+    return list(domain), codes, tuple(domain.values())
+
+
+def two_way(codes, sizes, cols):
+    return [((a, b), count_marginal(codes[:, [a, b]], (sizes[a], sizes[b]))) for a, b in cols]
+
+
+def mean_tvd(records, targets):
+    return np.mean([0.5 * np.abs(count_marginal(records[:, list(a)], t.shape) / len(records) - t / t.sum()).sum()
+                    for a, t in targets])
+
+
+def test_consistency_makes_noisy_marginals_agree(adult):
+    names, codes, sizes = adult
+    rng = np.random.default_rng(0)
+    cols = list(itertools.combinations(range(8), 2))
+    noisy = [((names[a], names[b]), m + rng.normal(0, 30, m.shape), 30.0) for (a, b), m in two_way(codes, sizes, cols)]
+    noisy.append(((names[0],), count_marginal(codes[:, [0]], (sizes[0],)) + rng.normal(0, 5, sizes[0]), 5.0))
+    out = make_consistent(noisy)
+    totals = [v.sum() for v in out]
+    assert max(totals) - min(totals) < 1e-6
+    assert min(v.min() for v in out) >= 0
+    for name in names[:8]:
+        projections = [_projection(v, m[0], (name,)) for v, m in zip(out, noisy) if name in m[0]]
+        assert max(np.abs(p - projections[0]).max() for p in projections) < 1e-6
+
+
+def test_consistency_leaves_noise_free_marginals_unchanged(adult):
+    names, codes, sizes = adult
+    exact = [((names[a], names[b]), m, 1.0) for (a, b), m in two_way(codes, sizes, itertools.combinations(range(6), 2))]
+    for (attrs, m, _), v in zip(exact, make_consistent(exact)):
+        assert np.abs(v - m).max() < 1e-6, attrs
+
+
+def test_gum_reaches_exact_two_way_marginals_from_random_start(adult):
+    _, codes, sizes = adult
+    targets = two_way(codes, sizes, itertools.combinations(range(len(sizes)), 2))
+    rng = np.random.default_rng(0)
+    start = np.column_stack([rng.integers(0, s, len(codes)) for s in sizes]).astype(np.int32)
+    assert mean_tvd(start, targets) > 0.5
+    out = gum(start, sizes, targets, np.random.default_rng(1))
+    assert mean_tvd(out, targets) < 0.02
+    assert ((out >= 0) & (out < np.array(sizes))).all()
+
+
+def test_gum_is_deterministic_under_a_seed(adult):
+    _, codes, sizes = adult
+    targets = two_way(codes[:2000], sizes, [(0, 1), (1, 2)])
+    start = codes[2000:4000].copy()
+    opts = GumOptions(iterations=3)
+    a = gum(start, sizes, targets, np.random.default_rng(5), opts)
+    b = gum(start, sizes, targets, np.random.default_rng(5), opts)
+    assert np.array_equal(a, b) and not np.array_equal(a, start)
