@@ -24,7 +24,8 @@ from dataloader.schema import Schema, SchemaError, load_schema
 from dataloader.submission import check_submission
 from lib.privacy import BudgetExceeded
 from method import METHODS
-from method.release import PrivateData, release
+from method.planner import REGIMES
+from method.release import MethodOptions, PrivateData, release
 
 log = logging.getLogger("dpsyn")
 
@@ -55,7 +56,14 @@ def build_parser() -> argparse.ArgumentParser:
                           "numeric columns the schema leaves open, and quantile bin edges")
     syn.add_argument("--output", type=Path, default=Path("output/submission.csv"),
                      help="submission CSV to write; ledgers go beside it as NAME.ledger.epsE.json")
-    syn.add_argument("--method", choices=sorted(METHODS), default="histogram", help="synthesis strategy")
+    syn.add_argument("--method", choices=sorted(METHODS), default="dpsyn",
+                     help="synthesis strategy: dpsyn (planned noisy marginals + GUM) or histogram (baseline)")
+    syn.add_argument("--regime", choices=REGIMES, default=None,
+                     help="dpsyn: force the planner's regime (for experiments); default: chosen from the budget")
+    syn.add_argument("--group-floor", type=int, default=0,
+                     help="dpsyn: raise every positive noisy group size to at least this many rows")
+    syn.add_argument("--group-round", type=int, default=1,
+                     help="dpsyn: round noisy group sizes to a multiple of this (equal sizes reuse work)")
     syn.add_argument("--group-columns", default=None,
                      help="comma-separated columns to synthesize per group (noisy counts per group); "
                           "'none' for no groups; default: PUMA,YEAR where the schema has them")
@@ -146,13 +154,14 @@ def synthesize_command(args) -> int:
 
     start = time.perf_counter()
     encoder = Encoder.fit(schema, public, default_bins=args.bins)
-    data = PrivateData(encoder.encode(private),
-                       private[id_column].to_numpy() if id_column else None)
+    data = PrivateData(encoder.encode(private), private[id_column].to_numpy() if id_column else None,
+                       encoder.encode(public) if public is not None else None)
     del private
     timings["encoding"] = time.perf_counter() - start
     _log_plan(schema, encoder, group_columns, id_column, args.method)
 
-    paths = release(schema, encoder, data, args.method, group_columns, seed_seq, args.jobs, output, id_column)
+    options = MethodOptions(args.method, group_columns, args.jobs, args.regime, args.group_floor, args.group_round)
+    paths = release(schema, encoder, data, options, seed_seq, output, id_column)
     log.info("reading %.2fs, encoding %.2fs; total %.1fs", timings["reading"], timings["encoding"],
              time.perf_counter() - started)
     for path in paths:
@@ -166,6 +175,10 @@ def _check_options(args, schema: Schema) -> None:
         problems.append(f"--jobs must be >= 1, got {args.jobs}")
     if args.bins < 1:
         problems.append(f"--bins must be >= 1, got {args.bins}")
+    if args.group_floor < 0:
+        problems.append(f"--group-floor must be >= 0, got {args.group_floor}")
+    if args.group_round < 1:
+        problems.append(f"--group-round must be >= 1, got {args.group_round}")
     if args.id_column is not None and args.id_column in schema.names:
         problems.append(f"--id-column {args.id_column} is a schema column; the id column must not be synthesized")
     if problems:

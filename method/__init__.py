@@ -1,4 +1,4 @@
 """Synthesis strategies.  Each takes (codes, RunContext) and returns synthetic codes."""
-from method import histogram
+from method import dpsyn, histogram
 
-METHODS = {"histogram": histogram.synthesize}
+METHODS = {"dpsyn": dpsyn.synthesize, "histogram": histogram.synthesize}

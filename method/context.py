@@ -18,6 +18,9 @@ class RunContext:
     ``theta`` is the per-individual row bound that every sensitivity is scaled by;
     ``ledger`` holds the run's whole rho budget, and a strategy must charge every
     private measurement to it; ``rng`` is the strategy's own noise generator;
+    ``public_codes`` are the encoded public records (-1 where a category is unknown),
+    free to use; ``jobs`` worker processes may be used; ``regime`` forces the
+    planner's regime; ``group_floor``/``group_round`` shape noisy group sizes;
     ``timings`` collects seconds per stage (measuring, sampling) for the summary.
     """
 
@@ -27,6 +30,11 @@ class RunContext:
     max_records: int
     ledger: Ledger
     rng: np.random.Generator
+    public_codes: np.ndarray | None = None
+    jobs: int = 1
+    regime: str | None = None
+    group_floor: int = 0
+    group_round: int = 1
     timings: dict[str, float] = field(default_factory=dict)
 
     @contextmanager

@@ -2,15 +2,14 @@
 
 Randomness: the release's SeedSequence is split into one child per run, and each
 run's child into three (bounding, the strategy's noise, decoding), so a run's
-output does not depend on which process computes it or in what order.
+output does not depend on the other runs or on how many worker processes a
+strategy uses.
 """
 from __future__ import annotations
 
 import logging
 import time
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from multiprocessing import get_context
 from pathlib import Path
 
 import numpy as np
@@ -30,10 +29,24 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class PrivateData:
-    """Encoded private records (n × d codes) and the individual id of each row (or None)."""
+    """Encoded private records (n × d codes), the individual id of each row (or None), and the
+    encoded public records (or None; -1 where a category is unknown)."""
 
     codes: np.ndarray
     ids: np.ndarray | None
+    public_codes: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class MethodOptions:
+    """The user's choices that shape synthesis (not privacy accounting)."""
+
+    method: str
+    group_columns: tuple[str, ...]
+    jobs: int = 1
+    regime: str | None = None
+    group_floor: int = 0
+    group_round: int = 1
 
 
 @dataclass(frozen=True)
@@ -48,9 +61,9 @@ def ledger_path(output: Path, epsilon: float) -> Path:
     return output.with_name(f"{output.stem}.ledger.eps{epsilon:g}.json")
 
 
-def synthesize_run(data: PrivateData, encoder: Encoder, run: Run, method: str,
-                   group_columns: tuple[str, ...], seeds: list[np.random.SeedSequence]) -> RunResult:
-    """Bound contributions, then let ``method`` spend exactly this run's budget; returns codes."""
+def synthesize_run(data: PrivateData, encoder: Encoder, run: Run, options: MethodOptions,
+                   seeds: list[np.random.SeedSequence]) -> RunResult:
+    """Bound contributions, then let the method spend exactly this run's budget; returns codes."""
     bound_seed, noise_seed = seeds[0], seeds[1]
     start = time.perf_counter()
     codes = data.codes
@@ -58,23 +71,15 @@ def synthesize_run(data: PrivateData, encoder: Encoder, run: Run, method: str,
         codes = codes[bound_contributions(data.ids, run.max_records_per_individual,
                                           np.random.default_rng(bound_seed))]
     bounding = time.perf_counter() - start
-    ctx = RunContext(encoder, group_columns, run.max_records_per_individual, run.max_records,
-                     Ledger(run.epsilon, run.delta), np.random.default_rng(noise_seed))
-    synthetic = METHODS[method](codes, ctx)
+    ctx = RunContext(encoder, options.group_columns, run.max_records_per_individual, run.max_records,
+                     Ledger(run.epsilon, run.delta), np.random.default_rng(noise_seed), data.public_codes,
+                     options.jobs, options.regime, options.group_floor, options.group_round)
+    synthetic = METHODS[options.method](codes, ctx)
     return RunResult(synthetic, ctx.ledger, {"bounding": bounding, **ctx.timings})
 
 
-_WORKER_STATE: tuple | None = None  # (data, encoder), inherited by forked workers
-
-
-def _run_in_worker(args) -> RunResult:
-    data, encoder = _WORKER_STATE
-    return synthesize_run(data, encoder, *args)
-
-
-def release(schema: Schema, encoder: Encoder, data: PrivateData, method: str,
-            group_columns: tuple[str, ...], seed_seq: np.random.SeedSequence, jobs: int,
-            output: Path, id_column: str | None) -> list[Path]:
+def release(schema: Schema, encoder: Encoder, data: PrivateData, options: MethodOptions,
+            seed_seq: np.random.SeedSequence, output: Path, id_column: str | None) -> list[Path]:
     """Synthesize every run and write the submission CSV plus one ledger JSON per run.
 
     Either every file appears or none does.  Privacy cost: each run spends at most
@@ -82,10 +87,12 @@ def release(schema: Schema, encoder: Encoder, data: PrivateData, method: str,
     """
     runs = list(schema.runs)
     seeds = [s.spawn(3) for s in seed_seq.spawn(len(runs))]
-    tasks = [(run, method, group_columns, s) for run, s in zip(runs, seeds)]
+    results = []
     with logging_redirect_tqdm(), tqdm(total=len(runs), desc="runs", unit="run", leave=False,
                                        disable=not log.isEnabledFor(logging.INFO)) as bar:
-        results = _synthesize_runs(data, encoder, tasks, jobs, bar)
+        for run, s in zip(runs, seeds):
+            results.append(synthesize_run(data, encoder, run, options, s))
+            bar.update()
 
     with StagedFiles() as staged:
         writer = SubmissionWriter(staged.path(output), schema, id_column)
@@ -96,31 +103,10 @@ def release(schema: Schema, encoder: Encoder, data: PrivateData, method: str,
                 writer.write(run.epsilon, typed)
                 staged.path(ledger_path(output, run.epsilon)).write_text(result.ledger.to_json() + "\n")
                 result.timings["decoding+writing"] = time.perf_counter() - start
-                _summarise(run, method, result)
+                _summarise(run, options.method, result)
         finally:
             writer.close()
         return staged.commit()
-
-
-def _synthesize_runs(data, encoder, tasks, jobs, bar) -> list[RunResult]:
-    """Results in task order; runs go to forked worker processes when ``jobs`` > 1."""
-    global _WORKER_STATE
-    if jobs == 1 or len(tasks) == 1:
-        results = []
-        for task in tasks:
-            results.append(synthesize_run(data, encoder, *task))
-            bar.update()
-        return results
-    _WORKER_STATE = (data, encoder)
-    try:
-        with ProcessPoolExecutor(min(jobs, len(tasks)), mp_context=get_context("fork")) as pool:
-            results = []
-            for result in pool.map(_run_in_worker, tasks):
-                results.append(result)
-                bar.update()
-            return results
-    finally:
-        _WORKER_STATE = None
 
 
 def _summarise(run: Run, method: str, result: RunResult) -> None:

@@ -22,7 +22,7 @@ def run_main(argv, capsys):
 def release_args(params, private, public, out, *extra):
     # unbounded Sprint-2 columns take their range from the public file: clip private values to it
     return ["--params", params, "--private", private, "--public", public, "--output", out, "--quiet",
-            "--on-invalid", "clip", *extra]
+            "--on-invalid", "clip", "--method", "histogram", *extra]
 
 
 def test_sprint2_shaped_release_end_to_end(sprint2_files, tmp_path, capsys):
@@ -58,6 +58,23 @@ def test_same_seed_gives_identical_bytes_and_jobs_do_not_matter(sprint2_files, t
     other = tmp_path / "other.csv"
     assert run_main(release_args(params, private, public, other, "--seed", "12"), capsys)[0] == 0
     assert other.read_bytes() != outs[0]
+
+
+def test_dpsyn_release_is_valid_deterministic_and_independent_of_jobs(sprint2_files, tmp_path, capsys):
+    params, private, public = sprint2_files
+    outs = []
+    for jobs in (1, 2):
+        out = tmp_path / f"dpsyn{jobs}.csv"
+        code, err = run_main(release_args(params, private, public, out, "--seed", "4", "--jobs", jobs,
+                                          "--method", "dpsyn", "--group-columns", "YEAR"), capsys)
+        assert code == 0, err
+        outs.append(out.read_bytes())
+    assert outs[0] == outs[1]
+    assert run_main(["validate", "--params", params, "--submission", tmp_path / "dpsyn1.csv"], capsys)[0] == 0
+    for eps in (0.1, 1, 10):
+        ledger = json.loads((tmp_path / f"dpsyn1.ledger.eps{eps:g}.json").read_text())
+        assert sum(c["rho"] for c in ledger["charges"]) <= ledger["rho_budget"] * (1 + 1e-12)
+        assert ledger["rho_spent"] == pytest.approx(ledger["rho_budget"], rel=1e-9)
 
 
 def test_validate_rejects_a_bad_submission(sprint2_files, tmp_path, capsys):

@@ -1,0 +1,106 @@
+"""Per-group synthesis: group sizes from noisy counts, records per group from a base set.
+
+Post-processing only (reads noisy counts, consistent targets and synthetic records).
+"""
+from __future__ import annotations
+
+import logging
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+
+import numpy as np
+from tqdm import tqdm
+
+from lib.gum import GumOptions, gum
+from method.context import RunContext
+
+log = logging.getLogger(__name__)
+
+GROUP_GUM = GumOptions(iterations=4, alpha=0.5, decay=0.8)
+
+
+def group_sizes(noisy: np.ndarray, max_records: int, floor: int = 0, multiple: int = 1) -> np.ndarray:
+    """Integer group sizes: noisy counts raised to ``floor`` (where positive), rounded to a multiple
+    of ``multiple`` (so equal sizes can reuse work), then scaled down to fit ``max_records``."""
+    sizes = np.where(noisy > 0, np.maximum(noisy, floor), 0.0)
+    sizes = np.rint(sizes / multiple) * multiple
+    total = sizes.sum()
+    if total > max_records:
+        log.warning("noisy total %d exceeds max_records %d: group sizes scaled down", total, max_records)
+        sizes = np.floor(sizes * (max_records / total))
+    return sizes.astype(np.int64)
+
+
+_STATE: tuple | None = None  # (base, group_idx, targets, per_group_1way, sizes, group_shape), for workers
+FIT_ITERATIONS = 10
+
+
+def fit_to_one_ways(joint: np.ndarray, row: np.ndarray | None, col: np.ndarray | None) -> np.ndarray:
+    """A 2-way table scaled (iterative proportional fitting) toward the given 1-way totals.
+
+    Keeps the joint's association while moving its margins to a group's own 1-way marginals."""
+    joint = joint + 1e-3 * joint.sum() / joint.size
+    for _ in range(FIT_ITERATIONS):
+        if row is not None:
+            joint = joint * (row / joint.sum(axis=1))[:, None]
+        if col is not None:
+            joint = joint * (col / joint.sum(axis=0))[None, :]
+    return joint
+
+
+def _group_targets(cell, targets, per_group_1way):
+    if not per_group_1way:
+        return targets
+    out = []
+    for cols, values in targets:
+        ones = [per_group_1way[c][cell] + 1e-9 if c in per_group_1way else None for c in cols]
+        if len(cols) == 1:
+            out.append((cols, ones[0] if ones[0] is not None else values))
+        else:
+            out.append((cols, fit_to_one_ways(values, ones[0], ones[1])))
+    return out
+
+
+def _one_group(args) -> np.ndarray:
+    cell, n, rng = args
+    base, group_idx, targets, per_group_1way, sizes, group_shape = _STATE
+    records = base[rng.integers(0, len(base), n)]
+    records = gum(records, sizes, _group_targets(cell, targets, per_group_1way), rng, GROUP_GUM)
+    if group_idx:
+        records[:, group_idx] = np.unravel_index(cell, group_shape)
+    return records
+
+
+def synthesize_groups(base: np.ndarray, per_group: np.ndarray, group_idx: list[int], targets,
+                      per_group_1way: dict, ctx: RunContext) -> np.ndarray:
+    """Records of every group stacked in group order: ``per_group[g]`` rows drawn from ``base`` and
+    GUM-updated toward ``targets`` (global marginals); where ``per_group_1way[column]`` gives the
+    group's own 1-way marginal (rows = groups), the group's targets are the global ones fitted
+    to it.  Each group has its own child generator, so the result does not depend on ``ctx.jobs``."""
+    global _STATE
+    sizes = ctx.encoder.sizes
+    group_shape = tuple(sizes[j] for j in group_idx)
+    cells = np.flatnonzero(per_group)
+    rngs = ctx.rng.spawn(len(cells))
+    tasks = [(int(c), int(per_group[c]), r) for c, r in zip(cells, rngs)]
+    _STATE = (base, group_idx, targets, per_group_1way, sizes, group_shape)
+    bar = tqdm(total=len(tasks), desc="groups", unit="group", leave=False,
+               disable=not log.isEnabledFor(logging.INFO) or len(tasks) < 2)
+    try:
+        if ctx.jobs > 1 and len(tasks) > 1:
+            with ProcessPoolExecutor(ctx.jobs, mp_context=get_context("fork")) as pool:
+                parts = []
+                for part in pool.map(_one_group, tasks, chunksize=max(1, len(tasks) // (8 * ctx.jobs))):
+                    parts.append(part)
+                    bar.update()
+        else:
+            parts = []
+            for task in tasks:
+                parts.append(_one_group(task))
+                bar.update()
+    finally:
+        bar.close()
+        _STATE = None
+    if not parts:
+        return np.zeros((0, len(sizes)), dtype=np.int32)
+    return np.concatenate(parts)

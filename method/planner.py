@@ -1,0 +1,112 @@
+"""DPSyn's budget planner: choose the regime and split a run's rho (Sprint-2 write-up).
+
+Thresholds (theta = max_records_per_individual): eps0 = theta/1400 (noisy total),
+eps1 = theta/50, eps2 = theta/35, eps3 = theta/25 (group-count budgets),
+tau1 = 1500*theta/N~, tau2 = 6*tau1 with N~ the noisy total.
+
+* eps < eps2: "public" regime, the whole budget on group counts;
+* eps < eps0 + eps1 + tau1: "public" regime, eps - eps0 on group counts;
+* eps < eps0 + eps1 + tau2: "one-way": y = min(eps3, eps1 + x/2) on group counts
+  (x = eps - eps0 - eps1 - tau1), the rest on noisy 1-way marginals;
+* otherwise "two-way": the same with tau2, the rest on noisy 2-way marginals.
+
+The write-up states these shares in epsilon; here each share becomes the same
+fraction of the run's rho, so the shares sum exactly to the run's budget.  Without
+a public file the "public" regime measures noisy 1-way marginals with half of
+what would go to group counts (there are no public marginals to fall back on).
+Without group columns the group-count share goes to the marginals, and the
+noisy total N~ sets the number of records.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+PUBLIC, ONE_WAY, TWO_WAY = "public", "one-way", "two-way"
+REGIMES = (PUBLIC, ONE_WAY, TWO_WAY)
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    eps0: float
+    eps1: float
+    eps2: float
+    eps3: float
+
+    @classmethod
+    def for_theta(cls, theta: int) -> "Thresholds":
+        return cls(theta / 1400, theta / 50, theta / 35, theta / 25)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Regime and the fraction of the run's rho for each step (fractions sum to 1)."""
+
+    regime: str
+    total_share: float
+    group_share: float
+    marginal_share: float
+
+    def describe(self, rho: float) -> str:
+        parts = [f"noisy total {self.total_share:.1%}" if self.total_share else "",
+                 f"group counts {self.group_share:.1%}" if self.group_share else "",
+                 f"{'1-way' if self.regime != TWO_WAY else '2-way'} marginals {self.marginal_share:.1%}"
+                 if self.marginal_share else ""]
+        return (f"regime {self.regime}; rho {rho:.4g} split: " + ", ".join(p for p in parts if p))
+
+
+def needs_total(epsilon: float, theta: int, has_groups: bool, forced: str | None) -> bool:
+    """Whether to buy a noisy total first, with share min(eps0, eps/2)/eps of the run's rho.
+
+    The plan needs it to set tau1 and tau2; without group columns it also sets the
+    number of records.
+    """
+    if not has_groups:
+        return True
+    if forced is not None:
+        return forced != PUBLIC
+    return epsilon >= Thresholds.for_theta(theta).eps2
+
+
+def total_share(epsilon: float, theta: int) -> float:
+    """Fraction of the run's rho spent on the noisy total, when one is bought."""
+    return min(Thresholds.for_theta(theta).eps0, epsilon / 2) / epsilon
+
+
+def make_plan(epsilon: float, theta: int, noisy_total: float | None, has_groups: bool, has_public: bool,
+              forced: str | None = None) -> Plan:
+    """The write-up's regime choice and shares for one run; ``forced`` overrides the regime.
+
+    ``noisy_total`` is given exactly when ``needs_total`` says so (bought with ``total_share``).
+    """
+    t = Thresholds.for_theta(theta)
+    total_eps, tau1, tau2 = 0.0, 0.0, 0.0
+    if noisy_total is not None:
+        total_eps = total_share(epsilon, theta) * epsilon
+        tau1 = 1500 * theta / max(noisy_total, 1.0)
+        tau2 = 6 * tau1
+    if forced is None:
+        if noisy_total is None or epsilon < t.eps2:
+            regime = PUBLIC
+        elif epsilon < t.eps0 + t.eps1 + tau1:
+            regime = PUBLIC
+        elif epsilon < t.eps0 + t.eps1 + tau2:
+            regime = ONE_WAY
+        else:
+            regime = TWO_WAY
+    else:
+        regime = forced
+    rest = epsilon - total_eps
+    if regime == PUBLIC:
+        group_eps = rest
+    else:
+        tau = tau1 if regime == ONE_WAY else tau2
+        x = max(0.0, epsilon - t.eps0 - t.eps1 - tau)
+        group_eps = min(t.eps3, t.eps1 + x / 2, rest / 2)
+    marginal_eps = rest - group_eps
+    if regime == PUBLIC and not has_public:
+        marginal_eps = group_eps / 2
+        group_eps -= marginal_eps
+    if not has_groups:
+        marginal_eps += group_eps
+        group_eps = 0.0
+    return Plan(regime, total_eps / epsilon, group_eps / epsilon, marginal_eps / epsilon)

@@ -1,0 +1,60 @@
+"""DPSyn's planner: regimes from the write-up's thresholds, shares that sum to the budget."""
+import numpy as np
+import pytest
+
+from dataloader.encoding import Encoder
+from dataloader.schema import parse_schema
+from lib.privacy import Ledger
+from method.context import RunContext
+from method.dpsyn import synthesize
+from method.planner import ONE_WAY, PUBLIC, REGIMES, TWO_WAY, make_plan, needs_total
+
+
+@pytest.mark.parametrize("eps,theta,n,regime", [
+    (0.1, 7, 1e6, PUBLIC),      # eps < eps2 = 0.2
+    (0.1, 1, 54_000, ONE_WAY),  # eps0 + eps1 + tau1 = 0.048 <= 0.1 < eps0 + eps1 + tau2 = 0.187
+    (0.04, 1, 54_000, PUBLIC),  # eps2 <= eps < eps0 + eps1 + tau1
+    (1.0, 7, 1e6, TWO_WAY),
+    (10.0, 1, 54_000, TWO_WAY),
+])
+def test_regimes_follow_the_writeup(eps, theta, n, regime):
+    total = n if needs_total(eps, theta, True, None) else None
+    plan = make_plan(eps, theta, total, True, True)
+    assert plan.regime == regime
+    assert plan.total_share + plan.group_share + plan.marginal_share == pytest.approx(1.0, abs=1e-12)
+
+
+def test_two_way_group_share_is_capped_by_eps3():
+    plan = make_plan(10.0, 1, 54_000, True, True)
+    assert plan.group_share == pytest.approx((1 / 25) / 10)  # y = min(eps3, eps1 + x/2) = eps3
+
+
+def test_without_public_file_or_groups_every_regime_still_measures_marginals():
+    for regime in REGIMES:
+        total = 1000.0 if needs_total(0.01, 1, True, regime) else None
+        assert make_plan(0.01, 1, total, True, False, regime).marginal_share > 0
+        plan = make_plan(0.5, 1, 5000.0, False, False, regime)
+        assert plan.group_share == 0 and plan.total_share > 0
+
+
+SCHEMA = parse_schema({"runs": [{"epsilon": 1, "delta": 1e-9, "max_records": 10_000}],
+                       "schema": {"G": {"dtype": "str", "values": ["a", "b", "c"]},
+                                  "X": {"dtype": "int", "values": [0, 1, 2, 3]},
+                                  "Y": {"dtype": "int", "values": [0, 1]},
+                                  "Z": {"dtype": "int", "min": 0, "max": 9}}})
+
+
+@pytest.mark.parametrize("regime", REGIMES)
+@pytest.mark.parametrize("groups", [("G",), ()])
+def test_dpsyn_spends_exactly_the_budget_in_every_regime(regime, groups):
+    rng = np.random.default_rng(0)
+    encoder = Encoder.fit(SCHEMA)
+    codes = np.column_stack([rng.integers(0, s, 3000) for s in encoder.sizes]).astype(np.int32)
+    ledger = Ledger(1.0, 1e-9)
+    ctx = RunContext(encoder, groups, 2, 10_000, ledger, np.random.default_rng(1), regime=regime)
+    out = synthesize(codes, ctx)
+    assert sum(c.rho for c in ledger.charges) == pytest.approx(ledger.budget, rel=1e-9)
+    assert ledger.spent <= ledger.budget * (1 + 1e-12)
+    assert all(c.sensitivity == 2 for c in ledger.charges)
+    assert ((out >= 0) & (out < np.array(encoder.sizes))).all()
+    assert abs(len(out) - 3000) < 600
