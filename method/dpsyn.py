@@ -78,13 +78,13 @@ def synthesize(codes: np.ndarray, ctx: RunContext) -> np.ndarray:
         return synthesize_groups(base, per_group, group_idx, global_targets, per_group_1way, ctx)
 
 
-def _targets(codes, ctx: RunContext, group_idx, other_idx, plan, rho) -> list[tuple[tuple[int, ...], np.ndarray, float]]:
+def _targets(codes, ctx: RunContext, group_idx, other_idx, plan, rho) -> list[tuple]:
     """(column indices, values, noise sd) of every marginal the synthesis should match.
 
     In the two-way regime with groups, GROUP_MARGINAL_SHARE of the marginal budget goes
     to (group columns × column) marginals, so that groups can differ from each other.
     """
-    names, sizes = ctx.encoder.names, ctx.encoder.sizes
+    sizes = ctx.encoder.sizes
     public = []
     if ctx.public_codes is not None and plan.regime in (PUBLIC, ONE_WAY):
         for a, b in itertools.combinations(other_idx, 2):
