@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.sprint2_generator import SPRINT2_PARAMS, generate  # noqa: E402
 
-STAGES = ("reading", "encoding", "bounding", "measuring", "sampling", "decoding+writing")
+STAGES = ("reading", "encoding", "bounding", "measuring", "consistency", "sampling", "decoding+writing")
 
 
 def ensure_tables(rows: int) -> tuple[Path, Path]:
@@ -56,7 +56,7 @@ def main() -> None:
         sys.exit(proc.stderr)
     peak_gb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024 ** 2
     seconds = dict.fromkeys(STAGES, 0.0)
-    for stage, value in re.findall(r"(reading|encoding|bounding|measuring|sampling|decoding\+writing) "
+    for stage, value in re.findall(r"(reading|encoding|bounding|measuring|consistency|sampling|decoding\+writing) "
                                    r"([0-9.]+)s", proc.stderr):
         seconds[stage] += float(value)
     rows_written = sum(int(n) for n in re.findall(r"(\d+) rows written", proc.stderr))
