@@ -25,7 +25,8 @@ from dataloader.submission import check_submission
 from lib.privacy import BudgetExceeded
 from method import METHODS
 from method.planner import REGIMES
-from method.release import MethodOptions, PrivateData, release
+from method.context import MethodOptions
+from method.release import PrivateData, release
 
 log = logging.getLogger("dpsyn")
 
@@ -63,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     syn.add_argument("--group-floor", type=int, default=0,
                      help="dpsyn: raise every positive noisy group size to at least this many rows")
     syn.add_argument("--group-round", type=int, default=1,
-                     help="dpsyn: round noisy group sizes to a multiple of this (equal sizes reuse work)")
+                     help="dpsyn: round noisy group sizes to a multiple of this (the write-up's K)")
     syn.add_argument("--group-columns", default=None,
                      help="comma-separated columns to synthesize per group (noisy counts per group); "
                           "'none' for no groups; default: PUMA,YEAR where the schema has them")

@@ -28,7 +28,7 @@ from dataloader.schema import load_schema, parse_schema  # noqa: E402
 from lib.metrics import draw_pairs, k_marginal_score, mean_tvd  # noqa: E402
 from lib.privacy import Ledger  # noqa: E402
 from method import METHODS  # noqa: E402
-from method.context import RunContext  # noqa: E402
+from method.context import MethodOptions, RunContext  # noqa: E402
 
 ADULT = ROOT.parent / "shared" / "data" / "adult_privatepgm"
 
@@ -71,8 +71,8 @@ def main() -> None:
         for eps in args.eps:
             scores, tvds, secs = [], [], []
             for seed in range(args.seeds):
-                ctx = RunContext(encoder, groups, 1, 10 ** 7, Ledger(eps, delta), np.random.default_rng(seed),
-                                 public, 1, args.regime)
+                ctx = RunContext(encoder, MethodOptions(method, groups, regime=args.regime), 1, 10 ** 7,
+                                 Ledger(eps, delta), np.random.default_rng(seed), public)
                 start = time.perf_counter()
                 synth = METHODS[method](codes, ctx)
                 secs.append(time.perf_counter() - start)

@@ -45,7 +45,7 @@ def make_consistent(marginals: list[tuple[tuple[str, ...], np.ndarray, float]],
             _agree_on(subset, attrs, values, sigmas)
         values = [_project_to_simplex(v, total) for v in values]
     consensus = {s: _project_to_simplex(_consensus(s, attrs, values, sigmas), total) for s in subsets}
-    return [_fit(v, a, {s: t for s, t in consensus.items() if set(s) <= set(a)}, tolerance * total)
+    return [fit_to_margins(v, a, {s: t for s, t in consensus.items() if set(s) <= set(a)}, tolerance * total)
             for v, a in zip(values, attrs)]
 
 
@@ -64,12 +64,20 @@ def _common_total(values, sigmas) -> float:
     return max(float(weights @ totals / weights.sum()), 1.0)
 
 
-def _projection(values: np.ndarray, attrs: tuple[str, ...], subset: tuple[str, ...]) -> np.ndarray:
+def _layout(attrs: tuple, subset: tuple, ndim: int):
+    """Axes to sum out to project onto ``subset``, the transpose putting the result in subset
+    order, and the shape that broadcasts a subset-ordered array back over ``attrs``."""
     keep = [attrs.index(x) for x in subset]
-    other = tuple(i for i in range(len(attrs)) if i not in keep)
+    other = tuple(i for i in range(ndim) if i not in keep)
+    perm = tuple(np.argsort(np.argsort(keep)))  # subset position -> rank among kept axes
+    order = tuple(int(i) for i in np.argsort(keep))
+    return other, tuple(int(p) for p in perm), order, keep
+
+
+def _projection(values: np.ndarray, attrs: tuple[str, ...], subset: tuple[str, ...]) -> np.ndarray:
+    other, perm, _, _ = _layout(attrs, subset, values.ndim)
     summed = values.sum(axis=other) if other else values
-    order = sorted(range(len(keep)), key=lambda i: keep[i])  # axes of ``summed`` follow attrs order
-    return np.transpose(summed, np.argsort(order))
+    return np.transpose(summed, perm)
 
 
 def _consensus(subset, attrs, values, sigmas) -> np.ndarray:
@@ -85,11 +93,11 @@ def _consensus(subset, attrs, values, sigmas) -> np.ndarray:
 
 def _broadcast(diff: np.ndarray, attrs: tuple[str, ...], subset: tuple[str, ...], ndim: int) -> np.ndarray:
     """``diff`` (axes in subset order) reshaped to broadcast over a marginal over ``attrs``."""
-    keep = [attrs.index(x) for x in subset]
+    _, _, order, keep = _layout(attrs, subset, ndim)
     shape = [1] * ndim
     for axis in keep:
         shape[axis] = diff.shape[subset.index(attrs[axis])]
-    return np.transpose(diff, np.argsort(np.argsort(keep))).reshape(shape)
+    return np.transpose(diff, order).reshape(shape)
 
 
 def _agree_on(subset, attrs, values, sigmas) -> None:
@@ -102,23 +110,35 @@ def _agree_on(subset, attrs, values, sigmas) -> None:
             values[i] += _broadcast((target - p) * (p.size / values[i].size), a, subset, values[i].ndim)
 
 
-def _fit(v: np.ndarray, attrs, targets: dict, tolerance: float) -> np.ndarray:
-    """Iterative proportional fitting of non-negative ``v`` to each subset's target projection.
+def fit_to_margins(v: np.ndarray, attrs: tuple, targets: dict, tolerance: float,
+                   max_iterations: int = MAX_FIT_ITERATIONS) -> np.ndarray:
+    """Iterative proportional fitting of non-negative ``v`` (axes named by ``attrs``) to each
+    subset's target projection (``targets``: subset of attrs -> array), until every projection
+    is within ``tolerance`` or ``max_iterations`` sweeps are done (``tolerance`` 0: exactly
+    ``max_iterations`` sweeps, with no convergence check).
 
     Input that already fits is returned as it is; otherwise every cell first gets
     PSEUDO_SHARE of the mean cell, so that a slice with no mass can take its target's.
     """
-    if all(np.abs(_projection(v, attrs, s) - t).max() <= tolerance for s, t in targets.items()):
+    if tolerance > 0 and all(np.abs(_projection(v, attrs, s) - t).max() <= tolerance for s, t in targets.items()):
         return v
     v = v + PSEUDO_SHARE * v.sum() / v.size  # every cell positive: IPF converges geometrically
-    for _ in range(MAX_FIT_ITERATIONS):
+    # axis bookkeeping once per fit: each target moved into attrs order, shaped to broadcast
+    plans = []
+    for subset, target in targets.items():
+        other, _, order, keep = _layout(attrs, subset, v.ndim)
+        shape = [1] * v.ndim
+        for axis in keep:
+            shape[axis] = v.shape[axis]
+        plans.append((other, np.transpose(target, order).reshape(shape)))
+    for _ in range(max_iterations):
         worst = 0.0
-        for subset, target in targets.items():
-            p = _projection(v, attrs, subset)
-            worst = max(worst, float(np.abs(p - target).max()))
-            ratio = np.divide(target, p, out=np.zeros_like(p), where=p > 0)
-            v *= _broadcast(ratio, attrs, subset, v.ndim)
-        if worst <= tolerance:
+        for other, target in plans:
+            p = v.sum(axis=other, keepdims=True) if other else v
+            if tolerance > 0:
+                worst = max(worst, float(np.abs(p - target).max()))
+            v *= np.divide(target, p, out=np.zeros_like(p), where=p > 0)
+        if tolerance > 0 and worst <= tolerance:
             break
     return v
 

@@ -11,6 +11,20 @@ from dataloader.encoding import Encoder
 from lib.privacy import Ledger
 
 
+@dataclass(frozen=True)
+class MethodOptions:
+    """The user's choices that shape synthesis (not privacy accounting): the strategy, the
+    group columns, worker processes, a forced planner regime, and the floor and rounding
+    multiple of noisy group sizes."""
+
+    method: str
+    group_columns: tuple[str, ...]
+    jobs: int = 1
+    regime: str | None = None
+    group_floor: int = 0
+    group_round: int = 1
+
+
 @dataclass
 class RunContext:
     """One run's settings and budget.
@@ -19,22 +33,16 @@ class RunContext:
     ``ledger`` holds the run's whole rho budget, and a strategy must charge every
     private measurement to it; ``rng`` is the strategy's own noise generator;
     ``public_codes`` are the encoded public records (-1 where a category is unknown),
-    free to use; ``jobs`` worker processes may be used; ``regime`` forces the
-    planner's regime; ``group_floor``/``group_round`` shape noisy group sizes;
-    ``timings`` collects seconds per stage (measuring, sampling) for the summary.
+    free to use; ``timings`` collects seconds per stage (measuring, sampling) for the summary.
     """
 
     encoder: Encoder
-    group_columns: tuple[str, ...]
+    options: MethodOptions
     theta: int
     max_records: int
     ledger: Ledger
     rng: np.random.Generator
     public_codes: np.ndarray | None = None
-    jobs: int = 1
-    regime: str | None = None
-    group_floor: int = 0
-    group_round: int = 1
     timings: dict[str, float] = field(default_factory=dict)
 
     @contextmanager

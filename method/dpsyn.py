@@ -35,25 +35,25 @@ GROUP_MARGINAL_SHARE = 0.5  # two-way regime with groups: share of the marginal 
 def synthesize(codes: np.ndarray, ctx: RunContext) -> np.ndarray:
     """Synthetic codes for one run.  Privacy cost: exactly ``ctx.ledger.budget`` (see module doc)."""
     names, sizes = ctx.encoder.names, ctx.encoder.sizes
-    group_idx = [names.index(g) for g in ctx.group_columns]
+    group_idx = [names.index(g) for g in ctx.options.group_columns]
     other_idx = [j for j in range(len(names)) if j not in group_idx]
     rho, eps = ctx.ledger.budget, ctx.ledger.epsilon
     has_public = ctx.public_codes is not None
 
     with ctx.timed("measuring"):
         noisy_total = None
-        if needs_total(eps, ctx.theta, bool(group_idx), ctx.regime):
+        if needs_total(eps, ctx.theta, bool(group_idx), ctx.options.regime):
             share = total_share(eps, ctx.theta)
             total = gaussian_measure(np.array([len(codes)]), (), ctx.theta, share * rho, ctx.rng, ctx.ledger,
                                      "noisy total", ctx.sensitivity_reason("number of rows"))
             noisy_total = total.total
-        plan = make_plan(eps, ctx.theta, noisy_total, bool(group_idx), has_public, ctx.regime)
+        plan = make_plan(eps, ctx.theta, noisy_total, bool(group_idx), has_public, ctx.options.regime)
         log.info("dpsyn eps=%g: %s", eps, plan.describe(rho))
         targets = []
         if group_idx:
             gsizes = tuple(sizes[j] for j in group_idx)
-            label = " × ".join(ctx.group_columns)
-            groups = gaussian_measure(count_marginal(codes[:, group_idx], gsizes), ctx.group_columns, ctx.theta,
+            label = " × ".join(ctx.options.group_columns)
+            groups = gaussian_measure(count_marginal(codes[:, group_idx], gsizes), ctx.options.group_columns, ctx.theta,
                                       plan.group_share * rho, ctx.rng, ctx.ledger, f"group counts ({label})",
                                       ctx.sensitivity_reason(f"counts per {label}"))
             targets.append((tuple(group_idx), groups.noisy, groups.sigma))
@@ -66,11 +66,8 @@ def synthesize(codes: np.ndarray, ctx: RunContext) -> np.ndarray:
         total = consistent[0].sum()
 
     with ctx.timed("sampling"):
-        if group_idx:
-            per_group = group_sizes(by_cols[tuple(group_idx)].ravel(), ctx.max_records, ctx.group_floor,
-                                    ctx.group_round)
-        else:
-            per_group = group_sizes(np.array([total]), ctx.max_records, ctx.group_floor, ctx.group_round)
+        counts = by_cols[tuple(group_idx)].ravel() if group_idx else np.array([total])
+        per_group = group_sizes(counts, ctx.max_records, ctx.options.group_floor, ctx.options.group_round)
         global_targets = [(c, v) for c, v in by_cols.items() if not set(c) & set(group_idx)]
         per_group_1way = {c[-1]: v.reshape(-1, sizes[c[-1]]) for c, v in by_cols.items()
                           if group_idx and len(c) == len(group_idx) + 1 and list(c[:-1]) == group_idx}

@@ -11,6 +11,7 @@ from multiprocessing import get_context
 import numpy as np
 from tqdm import tqdm
 
+from lib.consistency import fit_to_margins
 from lib.gum import GumOptions, gum
 from method.context import RunContext
 
@@ -31,41 +32,30 @@ def group_sizes(noisy: np.ndarray, max_records: int, floor: int = 0, multiple: i
     return sizes.astype(np.int64)
 
 
-_STATE: tuple | None = None  # (base, group_idx, targets, per_group_1way, sizes, group_shape), for workers
+_STATE: tuple | None = None  # (base, group_idx, targets, stacked, sizes, group_shape), for forked workers
 FIT_ITERATIONS = 10
 
 
-def fit_to_one_ways(joint: np.ndarray, row: np.ndarray | None, col: np.ndarray | None) -> np.ndarray:
-    """A 2-way table scaled (iterative proportional fitting) toward the given 1-way totals.
+def per_group_targets(targets, per_group_1way: dict, n_groups: int) -> list:
+    """Each global target stacked per group (leading axis: group) and fitted, for all groups
+    at once, to the groups' own 1-way marginals (``per_group_1way[column]``: groups × values).
 
-    Keeps the joint's association while moving its margins to a group's own 1-way marginals."""
-    joint = joint + 1e-3 * joint.sum() / joint.size
-    for _ in range(FIT_ITERATIONS):
-        if row is not None:
-            joint = joint * (row / joint.sum(axis=1))[:, None]
-        if col is not None:
-            joint = joint * (col / joint.sum(axis=0))[None, :]
-    return joint
-
-
-def _group_targets(cell, targets, per_group_1way):
-    if not per_group_1way:
-        return targets
+    Keeps each global marginal's association while moving its margins to every group's own."""
     out = []
     for cols, values in targets:
-        ones = [per_group_1way[c][cell] + 1e-9 if c in per_group_1way else None for c in cols]
-        if len(cols) == 1:
-            out.append((cols, ones[0] if ones[0] is not None else values))
-        else:
-            out.append((cols, fit_to_one_ways(values, ones[0], ones[1])))
+        margins = {("group", c): per_group_1way[c] + 1e-9 for c in cols if c in per_group_1way}
+        stacked = np.broadcast_to(values, (n_groups,) + values.shape)
+        out.append((cols, fit_to_margins(stacked, ("group",) + tuple(cols), margins, 0.0, FIT_ITERATIONS)))
     return out
 
 
 def _one_group(args) -> np.ndarray:
     cell, n, rng = args
-    base, group_idx, targets, per_group_1way, sizes, group_shape = _STATE
+    base, group_idx, targets, stacked, sizes, group_shape = _STATE
+    if stacked:
+        targets = [(cols, values[cell]) for cols, values in targets]
     records = base[rng.integers(0, len(base), n)]
-    records = gum(records, sizes, _group_targets(cell, targets, per_group_1way), rng, GROUP_GUM)
+    records = gum(records, sizes, targets, rng, GROUP_GUM)
     if group_idx:
         records[:, group_idx] = np.unravel_index(cell, group_shape)
     return records
@@ -76,21 +66,24 @@ def synthesize_groups(base: np.ndarray, per_group: np.ndarray, group_idx: list[i
     """Records of every group stacked in group order: ``per_group[g]`` rows drawn from ``base`` and
     GUM-updated toward ``targets`` (global marginals); where ``per_group_1way[column]`` gives the
     group's own 1-way marginal (rows = groups), the group's targets are the global ones fitted
-    to it.  Each group has its own child generator, so the result does not depend on ``ctx.jobs``."""
+    to it.  Each group has its own child generator, so the result does not depend on ``ctx.options.jobs``."""
     global _STATE
     sizes = ctx.encoder.sizes
     group_shape = tuple(sizes[j] for j in group_idx)
     cells = np.flatnonzero(per_group)
     rngs = ctx.rng.spawn(len(cells))
     tasks = [(int(c), int(per_group[c]), r) for c, r in zip(cells, rngs)]
-    _STATE = (base, group_idx, targets, per_group_1way, sizes, group_shape)
+    stacked = bool(per_group_1way)
+    if stacked:
+        targets = per_group_targets(targets, per_group_1way, int(np.prod(group_shape)))
+    _STATE = (base, group_idx, targets, stacked, sizes, group_shape)
     bar = tqdm(total=len(tasks), desc="groups", unit="group", leave=False,
                disable=not log.isEnabledFor(logging.INFO) or len(tasks) < 2)
     try:
-        if ctx.jobs > 1 and len(tasks) > 1:
-            with ProcessPoolExecutor(ctx.jobs, mp_context=get_context("fork")) as pool:
+        if ctx.options.jobs > 1 and len(tasks) > 1:
+            with ProcessPoolExecutor(ctx.options.jobs, mp_context=get_context("fork")) as pool:
                 parts = []
-                for part in pool.map(_one_group, tasks, chunksize=max(1, len(tasks) // (8 * ctx.jobs))):
+                for part in pool.map(_one_group, tasks, chunksize=max(1, len(tasks) // (8 * ctx.options.jobs))):
                     parts.append(part)
                     bar.update()
         else:

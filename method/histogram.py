@@ -18,6 +18,7 @@ import numpy as np
 from lib.marginals import clip_and_normalise, count_marginal
 from lib.mechanisms import gaussian_measure
 from method.context import RunContext
+from method.groups import group_sizes
 
 log = logging.getLogger(__name__)
 
@@ -31,25 +32,25 @@ def synthesize(codes: np.ndarray, ctx: RunContext) -> np.ndarray:
     the group counts (if any) and one per other column, each with L2 sensitivity theta.
     """
     names, sizes = ctx.encoder.names, ctx.encoder.sizes
-    group_idx = [names.index(g) for g in ctx.group_columns]
+    group_idx = [names.index(g) for g in ctx.options.group_columns]
     other_idx = [j for j in range(len(names)) if j not in group_idx]
     rho = ctx.ledger.budget
     rho_groups = (GROUP_COUNT_SHARE if other_idx else 1.0) * rho if group_idx else 0.0
     rho_each = (rho - rho_groups) / len(other_idx) if other_idx else 0.0
 
-    group_sizes = tuple(sizes[j] for j in group_idx)
+    group_shape = tuple(sizes[j] for j in group_idx)
     with ctx.timed("measuring"):
-        groups, marginals = _measure(codes, ctx, group_idx, group_sizes, other_idx, rho_groups, rho_each)
+        groups, marginals = _measure(codes, ctx, group_idx, group_shape, other_idx, rho_groups, rho_each)
     with ctx.timed("sampling"):
-        return _sample(ctx, groups, marginals, group_idx, other_idx, group_sizes)
+        return _sample(ctx, groups, marginals, group_idx, other_idx, group_shape)
 
 
-def _measure(codes, ctx, group_idx, group_sizes, other_idx, rho_groups, rho_each):
+def _measure(codes, ctx, group_idx, group_shape, other_idx, rho_groups, rho_each):
     names, sizes, rho = ctx.encoder.names, ctx.encoder.sizes, ctx.ledger.budget
     groups = None
     if group_idx:
-        label = " × ".join(ctx.group_columns)
-        groups = gaussian_measure(count_marginal(codes[:, group_idx], group_sizes), ctx.group_columns,
+        label = " × ".join(ctx.options.group_columns)
+        groups = gaussian_measure(count_marginal(codes[:, group_idx], group_shape), ctx.options.group_columns,
                                   ctx.theta, rho_groups, ctx.rng, ctx.ledger, f"group counts ({label})",
                                   ctx.sensitivity_reason(f"counts per {label}"))
         log.info("histogram: group counts per %s get %.0f%% of rho (%.3g, noise sd %.3g per group)",
@@ -64,7 +65,7 @@ def _measure(codes, ctx, group_idx, group_sizes, other_idx, rho_groups, rho_each
     return groups, marginals
 
 
-def _sample(ctx, groups, marginals, group_idx, other_idx, group_sizes):
+def _sample(ctx, groups, marginals, group_idx, other_idx, group_shape):
     sizes = ctx.encoder.sizes
     if group_idx:
         per_group = np.clip(np.rint(groups.noisy.ravel()), 0, None)
@@ -72,22 +73,14 @@ def _sample(ctx, groups, marginals, group_idx, other_idx, group_sizes):
         weights = np.array([1.0 / (m.noisy.size * m.sigma ** 2) for m in marginals])
         totals = np.array([m.total for m in marginals])
         per_group = np.array([max(0.0, np.rint(weights @ totals / weights.sum()))])
-    per_group = cap_rows(per_group, ctx.max_records)
+    per_group = group_sizes(per_group, ctx.max_records)
 
     n = int(per_group.sum())
     out = np.empty((n, len(sizes)), dtype=np.int32)
     if group_idx:
         cells = np.repeat(np.arange(per_group.size), per_group.astype(np.int64))
-        out[:, group_idx] = np.column_stack(np.unravel_index(cells, group_sizes))
+        out[:, group_idx] = np.column_stack(np.unravel_index(cells, group_shape))
     for j, m in zip(other_idx, marginals):
         out[:, j] = ctx.rng.choice(sizes[j], size=n, p=clip_and_normalise(m.noisy))
     return out
 
-
-def cap_rows(per_group: np.ndarray, max_records: int) -> np.ndarray:
-    """Scale non-negative integer group sizes down (floor) so their sum is at most ``max_records``."""
-    total = per_group.sum()
-    if total <= max_records:
-        return per_group
-    log.warning("noisy total %d exceeds max_records %d: group sizes scaled down", total, max_records)
-    return np.floor(per_group * (max_records / total))

@@ -22,7 +22,7 @@ from dataloader.io import StagedFiles, SubmissionWriter
 from dataloader.schema import Run, Schema
 from lib.privacy import Ledger, classic_rho_from_eps_delta
 from method import METHODS
-from method.context import RunContext
+from method.context import MethodOptions, RunContext
 
 log = logging.getLogger(__name__)
 
@@ -35,18 +35,6 @@ class PrivateData:
     codes: np.ndarray
     ids: np.ndarray | None
     public_codes: np.ndarray | None = None
-
-
-@dataclass(frozen=True)
-class MethodOptions:
-    """The user's choices that shape synthesis (not privacy accounting)."""
-
-    method: str
-    group_columns: tuple[str, ...]
-    jobs: int = 1
-    regime: str | None = None
-    group_floor: int = 0
-    group_round: int = 1
 
 
 @dataclass(frozen=True)
@@ -71,9 +59,8 @@ def synthesize_run(data: PrivateData, encoder: Encoder, run: Run, options: Metho
         codes = codes[bound_contributions(data.ids, run.max_records_per_individual,
                                           np.random.default_rng(bound_seed))]
     bounding = time.perf_counter() - start
-    ctx = RunContext(encoder, options.group_columns, run.max_records_per_individual, run.max_records,
-                     Ledger(run.epsilon, run.delta), np.random.default_rng(noise_seed), data.public_codes,
-                     options.jobs, options.regime, options.group_floor, options.group_round)
+    ctx = RunContext(encoder, options, run.max_records_per_individual, run.max_records,
+                     Ledger(run.epsilon, run.delta), np.random.default_rng(noise_seed), data.public_codes)
     synthetic = METHODS[options.method](codes, ctx)
     return RunResult(synthetic, ctx.ledger, {"bounding": bounding, **ctx.timings})
 

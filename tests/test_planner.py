@@ -5,7 +5,7 @@ import pytest
 from dataloader.encoding import Encoder
 from dataloader.schema import parse_schema
 from lib.privacy import Ledger
-from method.context import RunContext
+from method.context import MethodOptions, RunContext
 from method.dpsyn import synthesize
 from method.planner import ONE_WAY, PUBLIC, REGIMES, TWO_WAY, make_plan, needs_total
 
@@ -51,7 +51,8 @@ def test_dpsyn_spends_exactly_the_budget_in_every_regime(regime, groups):
     encoder = Encoder.fit(SCHEMA)
     codes = np.column_stack([rng.integers(0, s, 3000) for s in encoder.sizes]).astype(np.int32)
     ledger = Ledger(1.0, 1e-9)
-    ctx = RunContext(encoder, groups, 2, 10_000, ledger, np.random.default_rng(1), regime=regime)
+    ctx = RunContext(encoder, MethodOptions("dpsyn", groups, regime=regime), 2, 10_000, ledger,
+                     np.random.default_rng(1))
     out = synthesize(codes, ctx)
     assert sum(c.rho for c in ledger.charges) == pytest.approx(ledger.budget, rel=1e-9)
     assert ledger.spent <= ledger.budget * (1 + 1e-12)

@@ -9,7 +9,7 @@ import main
 from dataloader.encoding import Encoder
 from dataloader.schema import load_schema
 from lib.privacy import Ledger
-from method.context import RunContext
+from method.context import MethodOptions, RunContext
 from method.histogram import synthesize
 from tests.conftest import write_params
 
@@ -101,7 +101,8 @@ def test_noise_scale_grows_with_theta(sprint2_files):
     codes = np.zeros((50, len(schema.columns)), dtype=np.int32)
     sigmas = {}
     for theta in (1, 7):
-        ctx = RunContext(encoder, ("PUMA", "YEAR"), theta, 1000, Ledger(1.0, 1e-9), np.random.default_rng(0))
+        ctx = RunContext(encoder, MethodOptions("histogram", ("PUMA", "YEAR")), theta, 1000, Ledger(1.0, 1e-9),
+                         np.random.default_rng(0))
         synthesize(codes, ctx)
         assert ctx.ledger.spent == pytest.approx(ctx.ledger.budget, rel=1e-12)
         assert all(c.sensitivity == theta for c in ctx.ledger.charges)
@@ -112,7 +113,8 @@ def test_noise_scale_grows_with_theta(sprint2_files):
 def test_histogram_without_groups_spends_whole_budget_on_marginals(sprint2_files):
     schema, encoder = sprint2_encoder(sprint2_files[0])
     codes = np.zeros((500, len(schema.columns)), dtype=np.int32)
-    ctx = RunContext(encoder, (), 1, 10_000, Ledger(10.0, 1e-9), np.random.default_rng(0))
+    ctx = RunContext(encoder, MethodOptions("histogram", ()), 1, 10_000, Ledger(10.0, 1e-9),
+                     np.random.default_rng(0))
     out = synthesize(codes, ctx)
     assert len(ctx.ledger.charges) == len(schema.columns)
     assert ctx.ledger.spent == pytest.approx(ctx.ledger.budget, rel=1e-12)
