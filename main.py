@@ -8,7 +8,7 @@ Synthesis is the default command; see ``python main.py --help``.
 from __future__ import annotations
 
 import argparse
-import csv
+import json
 import logging
 import os
 import signal
@@ -17,14 +17,17 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from dataloader.encoding import DEFAULT_BINS, Encoder
-from dataloader.io import ON_INVALID, DataError, public_ranges, read_table, validate
+from dataloader.io import ON_INVALID, DataError, StagedFiles, public_ranges, read_header, read_table, validate
 from dataloader.schema import Schema, SchemaError, load_schema
 from dataloader.submission import check_submission
+from lib.evaluation import EvaluationOptions, evaluate, format_table, read_for_evaluation
 from lib.privacy import BudgetExceeded
+from lib.report import write_report
 from method import METHODS
-from method.planner import REGIMES
+from method.planner import MARGINAL_CHOICES, REGIMES
 from method.context import MethodOptions
 from method.release import PrivateData, release
 
@@ -32,7 +35,7 @@ log = logging.getLogger("dpsyn")
 
 DEFAULT_ID_COLUMN = "sim_individual_id"
 DEFAULT_GROUP_COLUMNS = ("PUMA", "YEAR")
-COMMANDS = ("synthesize", "validate")
+COMMANDS = ("synthesize", "validate", "score", "report")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -44,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Example: python main.py --params parameters.json --private data/demo/private.csv "
                "--public data/demo/public.csv --output output/submission.csv",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    sub = parser.add_subparsers(dest="command", metavar="{synthesize,validate}")
+    sub = parser.add_subparsers(dest="command", metavar="{synthesize,validate,score,report}")
 
     syn = sub.add_parser("synthesize", help="write a DP synthetic table (default command)",
                          formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -61,10 +64,16 @@ def build_parser() -> argparse.ArgumentParser:
                      help="synthesis strategy: dpsyn (planned noisy marginals + GUM) or histogram (baseline)")
     syn.add_argument("--regime", choices=REGIMES, default=None,
                      help="dpsyn: force the planner's regime (for experiments); default: chosen from the budget")
+    syn.add_argument("--marginals", choices=MARGINAL_CHOICES, default="all",
+                     help="dpsyn, one-way and two-way regimes: measure the regime's marginals (all 1-way or all "
+                          "2-way), or 'select': all 1-way plus the 2-way pairs chosen from noisy dependency "
+                          "scores (PrivSyn), budget per marginal ∝ cells^(2/3); the scores are charged")
     syn.add_argument("--group-floor", type=int, default=0,
                      help="dpsyn: raise every positive noisy group size to at least this many rows")
     syn.add_argument("--group-round", type=int, default=1,
-                     help="dpsyn: round noisy group sizes to a multiple of this (the write-up's K)")
+                     help="dpsyn: round noisy group sizes to a multiple of this (the write-up's K); where groups "
+                          "share the global targets (public and one-way regimes) groups of equal size then share "
+                          "one synthesized set of records, which saves time")
     syn.add_argument("--group-columns", default=None,
                      help="comma-separated columns to synthesize per group (noisy counts per group); "
                           "'none' for no groups; default: PUMA,YEAR where the schema has them")
@@ -84,7 +93,41 @@ def build_parser() -> argparse.ArgumentParser:
     val = sub.add_parser("validate", help="check a submission CSV against a parameters file")
     val.add_argument("--params", required=True, type=Path, help="parameters JSON")
     val.add_argument("--submission", required=True, type=Path, help="submission CSV to check")
+
+    score = sub.add_parser("score", help="compare a synthetic table or submission with the real table "
+                                         "(not DP: do not publish the numbers)",
+                           formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    score.add_argument("--real", required=True, type=Path, help="real CSV with every schema column")
+    score.add_argument("--synthetic", required=True, type=Path,
+                       help="synthetic CSV or submission (an 'epsilon' column splits it into runs)")
+    score.add_argument("--json-out", type=Path, help="write the JSON here instead of stdout")
+    _evaluation_options(score)
+
+    rep = sub.add_parser("report", help="HTML report with plots: error against epsilon per method, per-column "
+                                        "distributions, 2-way error heat maps (not DP: do not publish it)",
+                         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    rep.add_argument("--real", required=True, type=Path, help="real CSV with every schema column")
+    rep.add_argument("--synthetic", required=True, nargs="+", metavar="[LABEL=]PATH",
+                     help="one submission per method, optionally labelled (dpsyn=out/a.csv histogram=out/b.csv)")
+    rep.add_argument("--output", type=Path, default=Path("output/report.html"),
+                     help="HTML file to write (one file; the PNG plots are embedded)")
+    _evaluation_options(rep)
     return parser
+
+
+def _evaluation_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--params", required=True, type=Path, help="parameters JSON (its schema)")
+    p.add_argument("--group-columns", default=None,
+                   help="columns the Sprint-2 score groups by; 'none' for one group; default: PUMA,YEAR "
+                        "where the schema has them")
+    p.add_argument("--three-way", type=int, default=100, help="random 3-way marginals in the workload")
+    p.add_argument("--workload-seed", type=int, default=0, help="seed of the 3-way draw")
+    p.add_argument("--bins", type=int, default=DEFAULT_BINS,
+                   help="bins for numeric columns with neither Sprint-2 nor schema bins")
+    p.add_argument("--target", help="categorical column to predict (classifier utility)")
+    p.add_argument("--sensitive", help="with --target: column whose groups get per-group error rates")
+    p.add_argument("--positive", help="with --target: the positive class (default: its last schema value)")
+    p.add_argument("--quiet", action="store_true", help="only warnings and errors on stderr")
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -101,6 +144,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "validate":
             return validate_command(args)
+        if args.command == "score":
+            return score_command(args)
+        if args.command == "report":
+            return report_command(args)
         return synthesize_command(args)
     except SchemaError as exc:
         for problem in exc.problems:
@@ -127,6 +174,54 @@ def validate_command(args) -> int:
     return 1 if problems else 0
 
 
+def _evaluation_setup(args) -> tuple[Schema, EvaluationOptions, pd.DataFrame]:
+    schema = load_schema(args.params)
+    problems = [f"--{flag} {name}: not a schema column" for flag, name in
+                (("target", args.target), ("sensitive", args.sensitive)) if name and name not in schema.names]
+    if args.sensitive and not args.target:
+        problems.append("--sensitive needs --target")
+    if args.three_way < 0:
+        problems.append(f"--three-way must be >= 0, got {args.three_way}")
+    if args.bins < 1:
+        problems.append(f"--bins must be >= 1, got {args.bins}")
+    if problems:
+        raise SchemaError(problems)
+    options = EvaluationOptions(_group_columns(args.group_columns, schema), args.three_way, args.workload_seed,
+                                args.bins, args.target, args.sensitive, args.positive)
+    return schema, options, read_for_evaluation(args.real, schema, "real file")
+
+
+def score_command(args) -> int:
+    schema, options, real = _evaluation_setup(args)
+    if args.json_out is not None:
+        _prepare_output(args.json_out)
+    result = evaluate(schema, real, read_for_evaluation(args.synthetic, schema, "synthetic file"), options)
+    result.update(real=str(args.real), synthetic=str(args.synthetic))
+    print(format_table(result), file=sys.stderr)
+    text = json.dumps(result, indent=2)
+    if args.json_out is None:
+        print(text)
+    else:
+        with StagedFiles() as staged:
+            staged.path(args.json_out).write_text(text + "\n")
+            staged.commit()
+        print(args.json_out)
+    return 0
+
+
+def report_command(args) -> int:
+    schema, options, real = _evaluation_setup(args)
+    output = _prepare_output(args.output)
+    methods = {}
+    for spec in args.synthetic:
+        label, _, path = spec.rpartition("=")
+        path = Path(path)
+        methods[label or path.stem] = read_for_evaluation(path, schema, f"synthetic file {path}")
+    write_report(output, schema, real, methods, options)
+    print(output)
+    return 0
+
+
 def synthesize_command(args) -> int:
     started = time.perf_counter()
     schema = load_schema(args.params)
@@ -148,7 +243,7 @@ def synthesize_command(args) -> int:
                           "public file", public=True)
         schema = schema.with_public_ranges(public_ranges(public, schema))
     schema.require_ranges()
-    id_column = args.id_column or (DEFAULT_ID_COLUMN if DEFAULT_ID_COLUMN in _header(args.private) else None)
+    id_column = args.id_column or (DEFAULT_ID_COLUMN if DEFAULT_ID_COLUMN in read_header(args.private) else None)
     private = validate(read_table(args.private, schema, "private file", id_column=id_column),
                        schema, "private file", on_invalid=args.on_invalid)
     timings["reading"] = time.perf_counter() - start
@@ -161,7 +256,8 @@ def synthesize_command(args) -> int:
     timings["encoding"] = time.perf_counter() - start
     _log_plan(schema, encoder, group_columns, id_column, args.method)
 
-    options = MethodOptions(args.method, group_columns, args.jobs, args.regime, args.group_floor, args.group_round)
+    options = MethodOptions(args.method, group_columns, args.jobs, args.regime, args.group_floor, args.group_round,
+                            args.marginals)
     paths = release(schema, encoder, data, options, seed_seq, output, id_column)
     log.info("reading %.2fs, encoding %.2fs; total %.1fs", timings["reading"], timings["encoding"],
              time.perf_counter() - started)
@@ -208,18 +304,10 @@ def _prepare_output(output: Path) -> Path:
     except OSError as exc:
         raise DataError(f"cannot create output folder {folder}: {exc.strerror or exc}") from None
     if output.is_dir():
-        raise DataError(f"output {output} is a folder; give a CSV file path")
+        raise DataError(f"output {output} is a folder; give a file path")
     if not os.access(folder, os.W_OK):
         raise DataError(f"cannot write output: folder {folder} is not writable")
     return output
-
-
-def _header(path: Path) -> list[str]:
-    try:
-        with open(path, newline="") as f:
-            return [c.strip() for c in next(csv.reader(f), [])]
-    except (OSError, UnicodeDecodeError):
-        return []  # read_table reports the problem with the file
 
 
 def _log_plan(schema: Schema, encoder: Encoder, group_columns, id_column, method) -> None:

@@ -59,6 +59,7 @@ def main() -> None:
     parser.add_argument("--eps", type=float, nargs="+", default=[0.1, 1.0, 10.0])
     parser.add_argument("--methods", nargs="+", default=sorted(METHODS))
     parser.add_argument("--regime", default=None)
+    parser.add_argument("--marginals", default="all", choices=["all", "select"])
     args = parser.parse_args()
     schema, encoder, codes, public, groups, delta = demo_data() if args.dataset == "demo" else adult_data()
     names, sizes = encoder.names, encoder.sizes
@@ -71,7 +72,8 @@ def main() -> None:
         for eps in args.eps:
             scores, tvds, secs = [], [], []
             for seed in range(args.seeds):
-                ctx = RunContext(encoder, MethodOptions(method, groups, regime=args.regime), 1, 10 ** 7,
+                ctx = RunContext(encoder, MethodOptions(method, groups, regime=args.regime,
+                                                              marginals=args.marginals), 1, 10 ** 7,
                                  Ledger(eps, delta), np.random.default_rng(seed), public)
                 start = time.perf_counter()
                 synth = METHODS[method](codes, ctx)

@@ -84,7 +84,9 @@ def _below(x: float, integral: bool) -> float:
     return x - 1 if integral else float(np.nextafter(x, -np.inf))
 
 
-def _numeric_edges(col: Column, public_values: np.ndarray | None, default_bins: int) -> np.ndarray:
+def numeric_edges(col: Column, public_values: np.ndarray | None, default_bins: int) -> np.ndarray:
+    """Right-closed bin edges of a bounded numeric column: the schema's edges, one bin per integer of a
+    small range, quantiles of ``public_values`` (integer spikes kept as their own bins), or equal width."""
     low, high = col.low, col.high
     if isinstance(col.bins, tuple):
         cuts = np.asarray(col.bins, dtype=np.float64)
@@ -128,7 +130,7 @@ class Encoder:
             if public is not None:
                 pub = public[col.name].to_numpy(dtype=np.float64)
                 pub = pub[~np.isnan(pub)]
-            edges = _numeric_edges(col, pub, default_bins)
+            edges = numeric_edges(col, pub, default_bins)
             coders.append(ColumnCoder(col, len(edges) - 1 + (col.null is not None), edges=edges))
         return cls(tuple(coders))
 

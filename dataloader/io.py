@@ -43,6 +43,15 @@ def category_list(col: Column) -> list:
     return cats
 
 
+def read_header(path: str | Path) -> list[str]:
+    """Column names of a CSV's first line; [] when it cannot be read (read_table then says why)."""
+    try:
+        with open(path, newline="") as f:
+            return [c.strip() for c in next(csv.reader(f), [])]
+    except (OSError, UnicodeDecodeError):
+        return []
+
+
 def read_table(path: str | Path, schema: Schema, what: str, id_column: str | None = None,
                allow_extra: bool = False) -> pd.DataFrame:
     """Read a CSV as text; require every schema column (and ``id_column`` if given).
@@ -120,7 +129,7 @@ def validate(df: pd.DataFrame, schema: Schema, what: str, on_invalid: str = "err
     for col in schema.columns:
         text = df[col.name]
         if col.kind == CATEGORICAL:
-            codes = _category_codes(text, col)
+            codes = category_codes(text, col)
             bad = codes < 0
             report.add(col.name, "unknown or missing categories", int(bad.sum()))
             if not public:
@@ -158,7 +167,7 @@ def validate(df: pd.DataFrame, schema: Schema, what: str, on_invalid: str = "err
     return typed
 
 
-def _category_codes(text: pd.Series, col: Column) -> np.ndarray:
+def category_codes(text: pd.Series, col: Column) -> np.ndarray:
     """Code of each cell in category_list(col), -1 where it matches none."""
     cats = category_list(col)
     codes = pd.Index([str(c) for c in cats]).get_indexer(text.str.strip()).astype(np.int32)

@@ -51,14 +51,41 @@ def k_marginal_score(real: np.ndarray, synth: np.ndarray, sizes: tuple[int, ...]
     return float(1000 * (2 - dist[present].mean()) / 2)
 
 
+def marginal_tvd(real: np.ndarray, synth: np.ndarray, sizes: tuple[int, ...], cols: tuple[int, ...]) -> float:
+    """Total variation distance (0 identical, 1 disjoint) between the normalised marginals over ``cols``;
+    1.0 when exactly one table is empty."""
+    shape = tuple(sizes[j] for j in cols)
+    if len(real) == 0 or len(synth) == 0:
+        return 0.0 if len(real) == len(synth) else 1.0
+    pr = count_marginal(real[:, list(cols)], shape) / len(real)
+    ps = count_marginal(synth[:, list(cols)], shape) / len(synth)
+    return float(0.5 * np.abs(pr - ps).sum())
+
+
 def mean_tvd(real: np.ndarray, synth: np.ndarray, sizes: tuple[int, ...], way: int = 2,
              columns: list[int] | None = None) -> float:
     """Mean total variation distance over all ``way``-way marginals of ``columns`` (default all)."""
     columns = list(range(real.shape[1])) if columns is None else columns
-    tvds = []
-    for cols in itertools.combinations(columns, way):
-        shape = tuple(sizes[j] for j in cols)
-        pr = count_marginal(real[:, cols], shape) / max(len(real), 1)
-        ps = count_marginal(synth[:, cols], shape) / max(len(synth), 1)
-        tvds.append(0.5 * np.abs(pr - ps).sum())
-    return float(np.mean(tvds))
+    return float(np.mean([marginal_tvd(real, synth, sizes, cols) for cols in itertools.combinations(columns, way)]))
+
+
+def workload_subsets(columns: list[int], three_way: int, seed: int) -> dict[str, list[tuple[int, ...]]]:
+    """The workload: all 1-way and 2-way subsets of ``columns`` and ``three_way`` distinct 3-way
+    subsets drawn with ``RandomState(seed)`` (all of them when there are fewer)."""
+    triples = list(itertools.combinations(columns, 3))
+    if len(triples) > three_way:
+        picked = np.random.RandomState(seed).choice(len(triples), size=three_way, replace=False)
+        triples = [triples[i] for i in sorted(picked)]
+    return {"1-way": [(j,) for j in columns], "2-way": list(itertools.combinations(columns, 2)),
+            "3-way": triples}
+
+
+def workload_errors(real: np.ndarray, synth: np.ndarray, sizes: tuple[int, ...],
+                    workload: dict[str, list[tuple[int, ...]]]) -> dict[str, dict[str, float]]:
+    """Per workload part: mean and max TVD and the number of marginals (parts with none are left out)."""
+    out = {}
+    for name, subsets in workload.items():
+        if subsets:
+            tvds = [marginal_tvd(real, synth, sizes, cols) for cols in subsets]
+            out[name] = {"mean": float(np.mean(tvds)), "max": float(np.max(tvds)), "marginals": len(tvds)}
+    return out

@@ -14,8 +14,9 @@ from lib.privacy import Ledger
 @dataclass(frozen=True)
 class MethodOptions:
     """The user's choices that shape synthesis (not privacy accounting): the strategy, the
-    group columns, worker processes, a forced planner regime, and the floor and rounding
-    multiple of noisy group sizes."""
+    group columns, worker processes, a forced planner regime, the floor and rounding
+    multiple of noisy group sizes, and which marginals dpsyn measures ("all" of the regime's
+    or "select": 1-way plus 2-way pairs chosen from noisy dependency scores)."""
 
     method: str
     group_columns: tuple[str, ...]
@@ -23,6 +24,7 @@ class MethodOptions:
     regime: str | None = None
     group_floor: int = 0
     group_round: int = 1
+    marginals: str = "all"
 
 
 @dataclass

@@ -76,6 +76,8 @@ def synthesize_groups(base: np.ndarray, per_group: np.ndarray, group_idx: list[i
     stacked = bool(per_group_1way)
     if stacked:
         targets = per_group_targets(targets, per_group_1way, int(np.prod(group_shape)))
+    elif ctx.options.group_round > 1 and tasks:
+        return _reuse_equal_sizes(tasks, base, group_idx, targets, sizes, group_shape)
     _STATE = (base, group_idx, targets, stacked, sizes, group_shape)
     bar = tqdm(total=len(tasks), desc="groups", unit="group", leave=False,
                disable=not log.isEnabledFor(logging.INFO) or len(tasks) < 2)
@@ -96,4 +98,26 @@ def synthesize_groups(base: np.ndarray, per_group: np.ndarray, group_idx: list[i
         _STATE = None
     if not parts:
         return np.zeros((0, len(sizes)), dtype=np.int32)
+    return np.concatenate(parts)
+
+
+def _reuse_equal_sizes(tasks, base, group_idx, targets, sizes, group_shape) -> np.ndarray:
+    """Groups that share global targets and a (rounded) size share one set of records: each
+    distinct size is synthesized once, with the generator of its first group, and copied
+    into every group of that size (the write-up's reuse of work with rounding to K)."""
+    global _STATE
+    _STATE = (base, [], targets, False, sizes, group_shape)
+    try:
+        by_size = {}
+        for cell, n, rng in tasks:
+            if n not in by_size:
+                by_size[n] = _one_group((cell, n, rng))
+    finally:
+        _STATE = None
+    log.info("groups: %d distinct rounded sizes synthesized for %d groups", len(by_size), len(tasks))
+    parts = []
+    for cell, n, _ in tasks:
+        records = by_size[n].copy()
+        records[:, group_idx] = np.unravel_index(cell, group_shape)
+        parts.append(records)
     return np.concatenate(parts)

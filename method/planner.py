@@ -23,6 +23,8 @@ from dataclasses import dataclass
 
 PUBLIC, ONE_WAY, TWO_WAY = "public", "one-way", "two-way"
 REGIMES = (PUBLIC, ONE_WAY, TWO_WAY)
+ALL, SELECT = "all", "select"
+MARGINAL_CHOICES = (ALL, SELECT)  # one-way/two-way regimes: the regime's fixed set, or PrivSyn-style selection
 
 
 @dataclass(frozen=True)

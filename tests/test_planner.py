@@ -7,7 +7,7 @@ from dataloader.schema import parse_schema
 from lib.privacy import Ledger
 from method.context import MethodOptions, RunContext
 from method.dpsyn import synthesize
-from method.planner import ONE_WAY, PUBLIC, REGIMES, TWO_WAY, make_plan, needs_total
+from method.planner import MARGINAL_CHOICES, ONE_WAY, PUBLIC, REGIMES, SELECT, TWO_WAY, make_plan, needs_total
 
 
 @pytest.mark.parametrize("eps,theta,n,regime", [
@@ -44,18 +44,25 @@ SCHEMA = parse_schema({"runs": [{"epsilon": 1, "delta": 1e-9, "max_records": 10_
                                   "Z": {"dtype": "int", "min": 0, "max": 9}}})
 
 
+@pytest.mark.parametrize("marginals", MARGINAL_CHOICES)
 @pytest.mark.parametrize("regime", REGIMES)
 @pytest.mark.parametrize("groups", [("G",), ()])
-def test_dpsyn_spends_exactly_the_budget_in_every_regime(regime, groups):
+def test_dpsyn_spends_exactly_the_budget_in_every_regime(regime, groups, marginals):
     rng = np.random.default_rng(0)
     encoder = Encoder.fit(SCHEMA)
     codes = np.column_stack([rng.integers(0, s, 3000) for s in encoder.sizes]).astype(np.int32)
     ledger = Ledger(1.0, 1e-9)
-    ctx = RunContext(encoder, MethodOptions("dpsyn", groups, regime=regime), 2, 10_000, ledger,
-                     np.random.default_rng(1))
+    ctx = RunContext(encoder, MethodOptions("dpsyn", groups, regime=regime, marginals=marginals), 2, 10_000,
+                     ledger, np.random.default_rng(1))
     out = synthesize(codes, ctx)
     assert sum(c.rho for c in ledger.charges) == pytest.approx(ledger.budget, rel=1e-9)
     assert ledger.spent <= ledger.budget * (1 + 1e-12)
-    assert all(c.sensitivity == 2 for c in ledger.charges)
+    pairs = len(encoder.names) - len(groups)
+    pairs = pairs * (pairs - 1) // 2
+    for charge in ledger.charges:  # theta = 2
+        expected = 4 * 2 * np.sqrt(pairs) if charge.step.startswith("dependency scores") else 2
+        assert charge.sensitivity == pytest.approx(expected)
+    scored = any(c.step.startswith("dependency scores") for c in ledger.charges)
+    assert scored == (marginals == SELECT and regime != PUBLIC)
     assert ((out >= 0) & (out < np.array(encoder.sizes))).all()
     assert abs(len(out) - 3000) < 600

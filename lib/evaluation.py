@@ -1,0 +1,124 @@
+"""Score a synthetic table (or a submission holding one per epsilon) against the real one.
+
+Evaluation reads the real data, so it spends no privacy budget and none of its
+numbers are differentially private: every result carries WARNING.
+
+Per epsilon: the Sprint-2 k-marginal score (lib/metrics.k_marginal_score on the bins
+of dataloader/evaluation_codes.py, 50 pairs of the sorted non-group columns drawn with
+RandomState(123456)); the workload errors (mean and max TVD over all 1-way and 2-way
+and N random 3-way marginals of the non-group columns); and, with a target column,
+classifier utility (lib/utility.py).  The submission's overall Sprint-2 score is the
+mean over its epsilons.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from dataloader.encoding import DEFAULT_BINS
+from dataloader.evaluation_codes import encode_for_evaluation, evaluation_coders
+from dataloader.io import DataError, read_header, read_table
+from dataloader.schema import Schema
+from lib.metrics import draw_pairs, k_marginal_score, workload_errors, workload_subsets
+from lib.utility import classifier_utility
+
+log = logging.getLogger(__name__)
+
+WARNING = "evaluation against real data: do not publish these numbers as DP"
+EPSILON = "epsilon"
+
+
+@dataclass(frozen=True)
+class EvaluationOptions:
+    """Group columns of the Sprint-2 score, the 3-way workload size and seed, bins for numeric
+    columns without Sprint-2 or schema bins, and the optional classifier target."""
+
+    group_columns: tuple[str, ...] = ()
+    three_way: int = 100
+    workload_seed: int = 0
+    bins: int = DEFAULT_BINS
+    target: str | None = None
+    sensitive: str | None = None
+    positive: str | None = None
+
+
+def read_for_evaluation(path: Path, schema: Schema, what: str) -> pd.DataFrame:
+    """A table as text with every schema column (and ``epsilon`` when the file has one)."""
+    keep = EPSILON if EPSILON in read_header(path) and EPSILON not in schema.names else None
+    return read_table(path, schema, what, id_column=keep, allow_extra=True)
+
+
+def split_by_epsilon(synthetic: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """One table per epsilon of a submission (keyed by its text), or {"all": table} without that column."""
+    if EPSILON not in synthetic.columns:
+        return {"all": synthetic}
+    eps = pd.to_numeric(synthetic[EPSILON], errors="coerce")
+    if eps.isna().any():
+        raise DataError(f"synthetic file: {int(eps.isna().sum())} row(s) with a non-numeric epsilon")
+    return {f"{e:g}": synthetic[eps == e].drop(columns=EPSILON) for e in sorted(eps.unique())}
+
+
+def evaluate(schema: Schema, real: pd.DataFrame, synthetic: pd.DataFrame, options: EvaluationOptions) -> dict:
+    """Every measure for each epsilon of ``synthetic`` against ``real`` (see the module doc)."""
+    coders = evaluation_coders(schema, real, options.bins)
+    names = [c.column.name for c in coders]
+    sizes = tuple(c.size for c in coders)
+    real_codes, outside = encode_for_evaluation(coders, real)
+    if outside:
+        log.warning("real file: values outside the schema (scored as their own category): %s",
+                    ", ".join(f"{c} {n}" for c, n in outside.items()))
+    group_idx = [names.index(g) for g in options.group_columns]
+    others = [j for j in range(len(names)) if j not in group_idx]
+    pairs = [(names.index(a), names.index(b)) for a, b in draw_pairs([names[j] for j in others])] \
+        if len(others) > 1 else []
+    workload = workload_subsets(others, options.three_way, options.workload_seed)
+    result = {"warning": WARNING, "real_rows": int(len(real)), "group_columns": list(options.group_columns),
+              "runs": {}}
+    for eps, table in split_by_epsilon(synthetic).items():
+        codes, outside = encode_for_evaluation(coders, table)
+        run = {"synthetic_rows": int(len(table))}
+        if outside:
+            run["values_outside_schema"] = outside
+        if pairs:
+            run["sprint2_score"] = k_marginal_score(real_codes, codes, sizes, group_idx, pairs)
+        run["tvd"] = workload_errors(real_codes, codes, sizes, workload)
+        if options.target is not None:
+            run["utility"] = classifier_utility(real, table, schema, options.target, options.sensitive,
+                                                options.positive)
+        result["runs"][eps] = run
+    scores = [r["sprint2_score"] for r in result["runs"].values() if "sprint2_score" in r]
+    if scores:
+        result["sprint2_score_mean"] = float(np.mean(scores))
+    return result
+
+
+def format_table(result: dict) -> str:
+    """A plain-text table of ``evaluate``'s result, headed by the warning."""
+    lines = [f"WARNING: {result['warning']}",
+             f"{'epsilon':>8} {'rows':>9} {'Sprint-2':>9} {'TVD 1-way':>16} {'TVD 2-way':>16} {'TVD 3-way':>16}"
+             + ("  accuracy (real-trained / synthetic-trained)" if any("utility" in r for r in result["runs"].values())
+                else "")]
+    for eps, run in result["runs"].items():
+        score = f"{run['sprint2_score']:.1f}" if "sprint2_score" in run else "-"
+        tvd = [f"{run['tvd'][k]['mean']:.4f} max {run['tvd'][k]['max']:.3f}" if k in run["tvd"] else "-"
+               for k in ("1-way", "2-way", "3-way")]
+        line = f"{eps:>8} {run['synthetic_rows']:>9} {score:>9} " + " ".join(f"{t:>16}" for t in tvd)
+        if "utility" in run:
+            u = run["utility"]
+            line += f"  {u['trained_on_real']['accuracy']:.3f} / {u['trained_on_synthetic']['accuracy']:.3f}"
+            gap = u["trained_on_synthetic"].get("by_group", {}).get("largest_gap")
+            if gap:
+                line += f" (largest group gap: accuracy {_num(gap['accuracy'])}, FNR " \
+                        f"{_num(gap['false_negative_rate'])}, FPR {_num(gap['false_positive_rate'])})"
+        lines.append(line)
+    if "sprint2_score_mean" in result:
+        lines.append(f"mean Sprint-2 score over epsilons: {result['sprint2_score_mean']:.1f}")
+    return "\n".join(lines)
+
+
+def _num(x) -> str:
+    return "-" if x is None else f"{x:.3f}"
