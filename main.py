@@ -21,7 +21,7 @@ import pandas as pd
 
 from dataloader.encoding import DEFAULT_BINS, Encoder
 from dataloader.io import ON_INVALID, DataError, StagedFiles, public_ranges, read_header, read_table, validate
-from dataloader.schema import Schema, SchemaError, load_schema
+from dataloader.schema import NUMERIC, Schema, SchemaError, load_schema
 from dataloader.submission import check_submission
 from lib.evaluation import EvaluationOptions, evaluate, format_table, read_for_evaluation
 from lib.privacy import BudgetExceeded
@@ -178,6 +178,8 @@ def _evaluation_setup(args) -> tuple[Schema, EvaluationOptions, pd.DataFrame]:
     schema = load_schema(args.params)
     problems = [f"--{flag} {name}: not a schema column" for flag, name in
                 (("target", args.target), ("sensitive", args.sensitive)) if name and name not in schema.names]
+    if args.target in schema.names and schema.column(args.target).kind == NUMERIC:
+        problems.append(f"--target {args.target} must be a categorical column")
     if args.sensitive and not args.target:
         problems.append("--sensitive needs --target")
     if args.three_way < 0:

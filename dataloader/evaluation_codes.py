@@ -12,8 +12,8 @@ Other numeric columns take the schema's bin edges when it lists them, one bin pe
 of a small range, or else quantiles of the real values (as many as the schema's bin
 count or ``bins``; integer spikes such as zero incomes keep their own bin; the range
 from the schema or, failing that, the real values), with the outer edges opened to
-+-inf.  Evaluation may read real data: it spends no budget and its numbers are not DP.  A null (empty or the column's null
-token) gets its own code.  Categorical columns code the schema's values in order;
++-inf.  Evaluation may read real data: it spends no budget and its numbers are not DP.
+A null (empty or the column's null token) gets its own code.  Categorical columns code the schema's values in order;
 anything else on either side shares one extra "outside the schema" code, counted.
 """
 from __future__ import annotations

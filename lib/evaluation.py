@@ -24,7 +24,7 @@ from dataloader.evaluation_codes import encode_for_evaluation, evaluation_coders
 from dataloader.io import DataError, read_header, read_table
 from dataloader.schema import Schema
 from lib.metrics import draw_pairs, k_marginal_score, workload_errors, workload_subsets
-from lib.utility import classifier_utility
+from lib.utility import UtilityTest
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +62,12 @@ def split_by_epsilon(synthetic: pd.DataFrame) -> dict[str, pd.DataFrame]:
     return {f"{e:g}": synthetic[eps == e].drop(columns=EPSILON) for e in sorted(eps.unique())}
 
 
-def evaluate(schema: Schema, real: pd.DataFrame, synthetic: pd.DataFrame, options: EvaluationOptions) -> dict:
-    """Every measure for each epsilon of ``synthetic`` against ``real`` (see the module doc)."""
+def evaluate(schema: Schema, real: pd.DataFrame, synthetic: pd.DataFrame, options: EvaluationOptions,
+             utility: UtilityTest | None = None) -> dict:
+    """Every measure for each epsilon of ``synthetic`` against ``real`` (see the module doc).
+
+    ``utility``: a UtilityTest of ``real`` built for ``options.target`` to reuse across calls
+    (built here when a target is set and none is given)."""
     coders = evaluation_coders(schema, real, options.bins)
     names = [c.column.name for c in coders]
     sizes = tuple(c.size for c in coders)
@@ -76,6 +80,8 @@ def evaluate(schema: Schema, real: pd.DataFrame, synthetic: pd.DataFrame, option
     pairs = [(names.index(a), names.index(b)) for a, b in draw_pairs([names[j] for j in others])] \
         if len(others) > 1 else []
     workload = workload_subsets(others, options.three_way, options.workload_seed)
+    if options.target is not None and utility is None:
+        utility = UtilityTest(real, schema, options.target, options.sensitive, options.positive)
     result = {"warning": WARNING, "real_rows": int(len(real)), "group_columns": list(options.group_columns),
               "runs": {}}
     for eps, table in split_by_epsilon(synthetic).items():
@@ -86,9 +92,8 @@ def evaluate(schema: Schema, real: pd.DataFrame, synthetic: pd.DataFrame, option
         if pairs:
             run["sprint2_score"] = k_marginal_score(real_codes, codes, sizes, group_idx, pairs)
         run["tvd"] = workload_errors(real_codes, codes, sizes, workload)
-        if options.target is not None:
-            run["utility"] = classifier_utility(real, table, schema, options.target, options.sensitive,
-                                                options.positive)
+        if utility is not None:
+            run["utility"] = utility.score(table)
         result["runs"][eps] = run
     scores = [r["sprint2_score"] for r in result["runs"].values() if "sprint2_score" in r]
     if scores:

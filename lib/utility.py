@@ -64,41 +64,47 @@ def _largest_gaps(groups: dict[str, dict]) -> dict[str, float | None]:
     return gaps
 
 
-def classifier_utility(real: pd.DataFrame, synthetic: pd.DataFrame, schema: Schema, target: str,
-                       sensitive: str | None = None, positive: str | None = None, test_share: float = 0.3,
-                       seed: int = 0, max_train: int = MAX_TRAIN) -> dict:
-    """Accuracy and macro-F1 of the real- and synthetic-trained models on held-out real rows; with
-    ``sensitive``, per value of that column: accuracy, false-negative and false-positive rate for
-    ``positive`` (default: the target's last schema value) and the largest gap between groups."""
-    col = schema.column(target)
-    if col.kind != CATEGORICAL:
-        raise ValueError(f"--target {target} must be a categorical column (it is {col.describe()})")
-    positive = str(positive if positive is not None else col.values[-1])
-    cats, nums = _features(schema, target)
-    rng = np.random.default_rng(seed)
-    order = rng.permutation(len(real))
-    n_test = max(1, int(round(test_share * len(real))))
-    test, train = real.iloc[order[:n_test]], real.iloc[order[n_test:]]
-    if len(synthetic) > max_train:
-        synthetic = synthetic.iloc[rng.choice(len(synthetic), max_train, replace=False)]
-    if len(train) > max_train:
-        train = train.iloc[:max_train]
-    x_test = _frame(test, cats, nums)
-    y_test = test[target].astype(str).str.strip().to_numpy()
-    out = {"target": target, "positive_class": positive, "test_rows": int(n_test)}
-    for name, df in (("trained_on_real", train), ("trained_on_synthetic", synthetic)):
-        y = df[target].astype(str).str.strip().to_numpy()
+class UtilityTest:
+    """The held-out real rows and the real-trained model's results, computed once per real table;
+    ``score(synthetic)`` adds the synthetic-trained model's results.  Raises ValueError when the
+    target is not categorical."""
+
+    def __init__(self, real: pd.DataFrame, schema: Schema, target: str, sensitive: str | None = None,
+                 positive: str | None = None, test_share: float = 0.3, seed: int = 0, max_train: int = MAX_TRAIN):
+        col = schema.column(target)
+        if col.kind != CATEGORICAL:
+            raise ValueError(f"--target {target} must be a categorical column (it is {col.describe()})")
+        self.target, self.sensitive, self.max_train, self.seed = target, sensitive, max_train, seed
+        self.positive = str(positive if positive is not None else col.values[-1])
+        self.cats, self.nums = _features(schema, target)
+        order = np.random.default_rng(seed).permutation(len(real))
+        n_test = max(1, int(round(test_share * len(real))))
+        test, train = real.iloc[order[:n_test]], real.iloc[order[n_test:]].iloc[:max_train]
+        self.x_test = _frame(test, self.cats, self.nums)
+        self.y_test = test[target].astype(str).str.strip().to_numpy()
+        self.groups = test[sensitive].astype(str).str.strip().to_numpy() if sensitive else None
+        self.real_result = self._fit_and_test(train)
+
+    def score(self, synthetic: pd.DataFrame) -> dict:
+        """Both models' results on the held-out real rows (see the module doc)."""
+        if len(synthetic) > self.max_train:
+            rng = np.random.default_rng(self.seed)
+            synthetic = synthetic.iloc[rng.choice(len(synthetic), self.max_train, replace=False)]
+        return {"target": self.target, "positive_class": self.positive, "test_rows": int(len(self.y_test)),
+                "trained_on_real": self.real_result, "trained_on_synthetic": self._fit_and_test(synthetic)}
+
+    def _fit_and_test(self, df: pd.DataFrame) -> dict:
+        y = df[self.target].astype(str).str.strip().to_numpy()
         if len(np.unique(y)) < 2:
-            pred = np.full(len(y_test), y[0] if len(y) else "")
+            pred = np.full(len(self.y_test), y[0] if len(y) else "")
         else:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", ConvergenceWarning)
-                pred = _model(cats, nums).fit(_frame(df, cats, nums), y).predict(x_test)
-        result = {"train_rows": int(len(df)), "accuracy": float(accuracy_score(y_test, pred)),
-                  "macro_f1": float(f1_score(y_test, pred, average="macro", zero_division=0))}
-        if sensitive is not None:
-            values = test[sensitive].astype(str).str.strip().to_numpy()
-            groups = {v: _rates(y_test[values == v], pred[values == v], positive) for v in sorted(set(values))}
-            result["by_group"] = {"column": sensitive, "groups": groups, "largest_gap": _largest_gaps(groups)}
-        out[name] = result
-    return out
+                pred = _model(self.cats, self.nums).fit(_frame(df, self.cats, self.nums), y).predict(self.x_test)
+        result = {"train_rows": int(len(df)), "accuracy": float(accuracy_score(self.y_test, pred)),
+                  "macro_f1": float(f1_score(self.y_test, pred, average="macro", zero_division=0))}
+        if self.groups is not None:
+            groups = {v: _rates(self.y_test[self.groups == v], pred[self.groups == v], self.positive)
+                      for v in sorted(set(self.groups))}
+            result["by_group"] = {"column": self.sensitive, "groups": groups, "largest_gap": _largest_gaps(groups)}
+        return result

@@ -4,9 +4,10 @@ import pytest
 
 from dataloader.encoding import Encoder
 from dataloader.schema import parse_schema
-from lib.privacy import Ledger
+from lib.privacy import Ledger, eps_from_rho_delta
 from method.context import MethodOptions, RunContext
 from method.dpsyn import synthesize
+from method.histogram import synthesize as histogram
 from method.planner import MARGINAL_CHOICES, ONE_WAY, PUBLIC, REGIMES, SELECT, TWO_WAY, make_plan, needs_total
 
 
@@ -62,7 +63,23 @@ def test_dpsyn_spends_exactly_the_budget_in_every_regime(regime, groups, margina
     for charge in ledger.charges:  # theta = 2
         expected = 4 * 2 * np.sqrt(pairs) if charge.step.startswith("dependency scores") else 2
         assert charge.sensitivity == pytest.approx(expected)
+    assert eps_from_rho_delta(ledger.spent, 1e-9) <= 1.0 * (1 + 1e-9)
+    assert all(c.sensitivity_reason and c.sampler for c in ledger.charges)
     scored = any(c.step.startswith("dependency scores") for c in ledger.charges)
     assert scored == (marginals == SELECT and regime != PUBLIC)
     assert ((out >= 0) & (out < np.array(encoder.sizes))).all()
     assert abs(len(out) - 3000) < 600
+
+
+@pytest.mark.parametrize("groups", [("G",), ()])
+def test_histogram_spends_exactly_the_budget(groups):
+    rng = np.random.default_rng(0)
+    encoder = Encoder.fit(SCHEMA)
+    codes = np.column_stack([rng.integers(0, s, 3000) for s in encoder.sizes]).astype(np.int32)
+    ledger = Ledger(0.5, 1e-9)
+    histogram(codes, RunContext(encoder, MethodOptions("histogram", groups), 3, 10_000, ledger,
+                                np.random.default_rng(1)))
+    assert sum(c.rho for c in ledger.charges) == pytest.approx(ledger.budget, rel=1e-12)
+    assert ledger.spent <= ledger.budget * (1 + 1e-12)
+    assert eps_from_rho_delta(ledger.spent, 1e-9) <= 0.5 * (1 + 1e-9)
+    assert all(c.sensitivity == 3 for c in ledger.charges)

@@ -1,0 +1,50 @@
+"""Time ``main.py score`` on one epsilon of a 1,000,000-row Sprint-2-shaped table against another.
+
+    python bench/bench_score.py [--rows 1000000]
+
+Real: the seeded generator's private table (bench/bench_release.py caches it in bench/out/).
+Synthetic: another draw of the generator (seed 3) of the same size, written as a one-epsilon
+submission.  Prints one markdown row: wall seconds and peak memory of the score process.
+"""
+from __future__ import annotations
+
+import argparse
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.bench_release import ensure_tables  # noqa: E402
+from bench.sprint2_generator import SPRINT2_PARAMS, generate  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    args = parser.parse_args()
+    real, _ = ensure_tables(args.rows)
+    synthetic = HERE / "out" / f"sprint2_synthetic_{args.rows}.csv"
+    if not synthetic.exists():
+        table = generate(args.rows, seed=3).drop(columns="sim_individual_id")
+        table.insert(0, "epsilon", 1.0)
+        table.to_csv(synthetic, index=False)
+    cmd = [sys.executable, str(ROOT / "main.py"), "score", "--params", str(SPRINT2_PARAMS), "--real", str(real),
+           "--synthetic", str(synthetic), "--json-out", str(HERE / "out" / "score.json")]
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        sys.exit(proc.stderr)
+    peak_gb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024 ** 2
+    print(proc.stderr.strip())
+    print("| rows (real, synthetic) | wall s | peak GB |\n|---|---|---|")
+    print(f"| {args.rows:,}, {args.rows:,} | {wall:.1f} | {peak_gb:.2f} |")
+
+
+if __name__ == "__main__":
+    main()

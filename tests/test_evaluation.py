@@ -1,0 +1,148 @@
+"""Evaluation: Sprint-2 score, workload TVD and classifier utility on hand-built tables."""
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import main
+from dataloader.evaluation_codes import SPRINT2_EDGES, encode_for_evaluation, evaluation_coders
+from dataloader.schema import parse_schema
+from lib.evaluation import WARNING, EvaluationOptions, evaluate
+from lib.utility import UtilityTest, _rates
+from tests.conftest import write_params
+
+SCHEMA_RAW = {"G": {"dtype": "str", "values": ["g1", "g2"]},
+              "X": {"dtype": "str", "values": ["a", "b", "c"]},
+              "AGE": {"dtype": "int", "min": 0, "max": 99}}
+SCHEMA = parse_schema({"runs": [{"epsilon": 1, "delta": 1e-9, "max_records": 10 ** 5}], "schema": SCHEMA_RAW})
+BY_G = EvaluationOptions(group_columns=("G",))
+
+
+def table(g, x, age) -> pd.DataFrame:
+    return pd.DataFrame({"G": g, "X": x, "AGE": [str(a) for a in age]})
+
+
+def run(real, synth, options=BY_G) -> dict:
+    return next(iter(evaluate(SCHEMA, real, synth, options)["runs"].values()))
+
+
+def test_identical_tables_score_1000_and_tvd_0():
+    real = table(["g1", "g1", "g2", "g2"], ["a", "b", "c", "a"], [10, 30, 50, 70])
+    result = run(real, real.copy())
+    assert result["sprint2_score"] == 1000
+    assert all(part["mean"] == 0 and part["max"] == 0 for part in result["tvd"].values())
+
+
+def test_disjoint_tables_score_0_and_tvd_1():
+    real = table(["g1"] * 4, ["a"] * 4, [10] * 4)
+    synth = table(["g1"] * 4, ["b"] * 4, [90] * 4)
+    result = run(real, synth)
+    assert result["sprint2_score"] == 0
+    assert result["tvd"]["1-way"]["mean"] == 1 and result["tvd"]["2-way"]["mean"] == 1
+
+
+def test_a_group_missing_on_one_side_counts_as_distance_two():
+    real = table(["g1", "g1", "g2", "g2"], ["a", "b", "a", "b"], [10, 30, 10, 30])
+    synth = real[real.G == "g1"].reset_index(drop=True)
+    # g1 identical (0), g2 missing (2): mean 1 -> 1000 * (2 - 1) / 2
+    assert run(real, synth)["sprint2_score"] == 500
+
+
+@pytest.mark.parametrize("synthetic_rows,score", [(1249, 1000), (1250, 0)])
+def test_bias_penalty_fires_at_250_rows_and_not_at_249(synthetic_rows, score):
+    real = table(["g1"] * 1000, ["a"] * 1000, [40] * 1000)
+    synth = table(["g1"] * synthetic_rows, ["a"] * synthetic_rows, [40] * synthetic_rows)
+    assert run(real, synth)["sprint2_score"] == score
+
+
+def test_a_value_on_a_bin_edge_falls_in_the_lower_right_closed_bin():
+    real = table(["g1"], ["a"], [20])
+    assert run(real, table(["g1"], ["a"], [19]))["tvd"]["1-way"]["max"] == 0  # (-inf, 20]
+    assert run(real, table(["g1"], ["a"], [21]))["tvd"]["1-way"]["max"] == 1  # (20, 25]
+    coder = evaluation_coders(SCHEMA, real)[2]
+    assert list(coder.edges) == SPRINT2_EDGES["AGE"]
+
+
+def test_hand_computed_tvd_and_score():
+    real = table(["g1"] * 4, ["a", "a", "b", "b"], [10] * 4)
+    synth = table(["g1"] * 4, ["a", "a", "a", "b"], [10] * 4)
+    result = run(real, synth)
+    # X: |0.5-0.75| + |0.5-0.25| = 0.5 -> TVD 0.25; AGE identical
+    assert result["tvd"]["1-way"]["mean"] == pytest.approx(0.125)
+    assert result["tvd"]["1-way"]["max"] == pytest.approx(0.25)
+    # every drawn pair is (X, AGE): L1 0.5 -> 1000 * (2 - 0.5) / 2
+    assert result["sprint2_score"] == pytest.approx(750)
+
+
+def test_values_outside_the_schema_get_their_own_code_and_are_counted():
+    coders = evaluation_coders(SCHEMA, table(["g1"], ["a"], [10]))
+    codes, outside = encode_for_evaluation(coders, table(["g1", "g9"], ["a", "zz"], [10, 500]))
+    assert outside == {"G": 1, "X": 1}
+    assert codes[1, 0] == coders[0].size - 1 and codes[1, 1] == coders[1].size - 1
+    assert codes[1, 2] == len(SPRINT2_EDGES["AGE"]) - 2  # (100, inf)
+
+
+def test_submission_is_scored_per_epsilon_with_the_mean():
+    real = table(["g1"] * 4, ["a", "a", "b", "b"], [10] * 4)
+    synth = pd.concat([real.assign(epsilon="1"), table(["g1"] * 4, ["c"] * 4, [10] * 4).assign(epsilon="10")])
+    result = evaluate(SCHEMA, real, synth, BY_G)
+    assert result["warning"] == WARNING
+    assert {k: r["sprint2_score"] for k, r in result["runs"].items()} == {"1": 1000, "10": pytest.approx(0)}
+    assert result["sprint2_score_mean"] == pytest.approx(500)
+
+
+def test_group_rates_by_hand():
+    y = np.array(["1", "1", "0", "0"])
+    pred = np.array(["1", "0", "1", "0"])
+    assert _rates(y, pred, "1") == {"rows": 4, "accuracy": 0.5, "false_negative_rate": 0.5,
+                                    "false_positive_rate": 0.5}
+
+
+def test_classifier_learns_a_determined_target_from_synthetic_data():
+    schema = parse_schema({"runs": [{"epsilon": 1, "delta": 1e-9, "max_records": 10 ** 5}],
+                           "schema": {"S": {"dtype": "str", "values": ["m", "f"]},
+                                      "X": {"dtype": "str", "values": ["a", "b"]},
+                                      "Y": {"dtype": "int", "values": [0, 1]}}})
+    rng = np.random.default_rng(0)
+    x = rng.choice(["a", "b"], 400)
+    real = pd.DataFrame({"S": rng.choice(["m", "f"], 400), "X": x, "Y": np.where(x == "a", "1", "0")})
+    flipped = real.assign(Y=np.where(x == "a", "0", "1"))
+    test = UtilityTest(real, schema, "Y", "S")
+    good, bad = test.score(real.copy()), test.score(flipped)
+    assert good["trained_on_real"]["accuracy"] == 1 and good["trained_on_synthetic"]["accuracy"] == 1
+    assert bad["trained_on_synthetic"]["accuracy"] == 0
+    groups = good["trained_on_synthetic"]["by_group"]
+    assert set(groups["groups"]) == {"m", "f"} and groups["largest_gap"]["accuracy"] == 0
+
+
+def test_score_command_writes_json_and_says_it_is_not_dp(tmp_path, capsys):
+    params = write_params(tmp_path / "params.json", SCHEMA_RAW)
+    real = table(["g1", "g1", "g2", "g2"], ["a", "b", "c", "a"], [10, 30, 50, 70])
+    real.to_csv(tmp_path / "real.csv", index=False)
+    real.assign(epsilon=1.0)[["epsilon", "G", "X", "AGE"]].to_csv(tmp_path / "synth.csv", index=False)
+    code = main.main(["score", "--params", str(params), "--real", str(tmp_path / "real.csv"),
+                      "--synthetic", str(tmp_path / "synth.csv"), "--group-columns", "G"])
+    out, err = capsys.readouterr()
+    assert code == 0 and WARNING in err
+    result = json.loads(out)
+    assert result["runs"]["1"]["sprint2_score"] == 1000 and result["warning"] == WARNING
+    assert main.main(["score", "--params", str(params), "--real", str(tmp_path / "real.csv"),
+                      "--synthetic", str(tmp_path / "synth.csv"), "--target", "NOPE"]) == 2
+
+
+def test_report_command_writes_one_html_page_with_plots(tmp_path):
+    params = write_params(tmp_path / "params.json", SCHEMA_RAW)
+    rng = np.random.default_rng(1)
+    real = table(rng.choice(["g1", "g2"], 200), rng.choice(["a", "b", "c"], 200), rng.integers(0, 99, 200))
+    real.to_csv(tmp_path / "real.csv", index=False)
+    for eps_list, name in (([0.5, 5], "m1"), ([0.5, 5], "m2")):
+        pd.concat([real.sample(150, random_state=int(e * 10)).assign(epsilon=e) for e in eps_list])[
+            ["epsilon", "G", "X", "AGE"]].to_csv(tmp_path / f"{name}.csv", index=False)
+    out = tmp_path / "report.html"
+    assert main.main(["report", "--params", str(params), "--real", str(tmp_path / "real.csv"), "--synthetic",
+                      f"first={tmp_path / 'm1.csv'}", str(tmp_path / "m2.csv"), "--output", str(out),
+                      "--target", "X", "--sensitive", "G", "--group-columns", "G"]) == 0
+    page = out.read_text()
+    assert WARNING in page and page.count("data:image/png;base64,") == 1 + 1 + 2 + 2
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
