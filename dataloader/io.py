@@ -224,7 +224,10 @@ class StagedFiles:
         return Path(tmp)
 
     def commit(self) -> list[Path]:
+        umask = os.umask(0)
+        os.umask(umask)
         for tmp, final in self._staged:
+            os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the usual permissions of a new file
             os.replace(tmp, final)
         done = [final for _, final in self._staged]
         self._staged = []
