@@ -38,6 +38,16 @@ def ensure_tables(rows: int) -> tuple[Path, Path]:
     return private, public
 
 
+def run_timed(cmd: list[str]) -> tuple[subprocess.CompletedProcess, float, float]:
+    """Run ``cmd`` (exit with its stderr if it fails); its result, wall seconds and peak resident GB."""
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        sys.exit(proc.stderr)
+    return proc, wall, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024 ** 2
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=1_000_000)
@@ -49,12 +59,7 @@ def main() -> None:
     cmd = [sys.executable, str(ROOT / "main.py"), "--params", str(SPRINT2_PARAMS), "--private", str(private),
            "--public", str(public), "--output", str(output), "--method", args.method, "--jobs", str(args.jobs),
            "--on-invalid", "clip"]
-    start = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    wall = time.perf_counter() - start
-    if proc.returncode != 0:
-        sys.exit(proc.stderr)
-    peak_gb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024 ** 2
+    proc, wall, peak_gb = run_timed(cmd)
     seconds = dict.fromkeys(STAGES, 0.0)
     for stage, value in re.findall(r"(reading|encoding|bounding|measuring|consistency|sampling|decoding\+writing) "
                                    r"([0-9.]+)s", proc.stderr):

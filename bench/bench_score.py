@@ -9,17 +9,14 @@ submission.  Prints one markdown row: wall seconds and peak memory of the score 
 from __future__ import annotations
 
 import argparse
-import resource
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.bench_release import ensure_tables  # noqa: E402
+from bench.bench_release import ensure_tables, run_timed  # noqa: E402
 from bench.sprint2_generator import SPRINT2_PARAMS, generate  # noqa: E402
 
 
@@ -35,12 +32,7 @@ def main() -> None:
         table.to_csv(synthetic, index=False)
     cmd = [sys.executable, str(ROOT / "main.py"), "score", "--params", str(SPRINT2_PARAMS), "--real", str(real),
            "--synthetic", str(synthetic), "--json-out", str(HERE / "out" / "score.json")]
-    start = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    wall = time.perf_counter() - start
-    if proc.returncode != 0:
-        sys.exit(proc.stderr)
-    peak_gb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024 ** 2
+    proc, wall, peak_gb = run_timed(cmd)
     print(proc.stderr.strip())
     print("| rows (real, synthetic) | wall s | peak GB |\n|---|---|---|")
     print(f"| {args.rows:,}, {args.rows:,} | {wall:.1f} | {peak_gb:.2f} |")
