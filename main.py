@@ -157,6 +157,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("error: interrupted; no output written", file=sys.stderr)
         return 130
+    except Exception as exc:  # a bug or a failed worker: one line, no partial output (files are staged)
+        print(f"error: unexpected failure ({type(exc).__name__}: {exc}); no output written", file=sys.stderr)
+        return 1
     return 2
 
 

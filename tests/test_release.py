@@ -186,3 +186,43 @@ def test_failure_midway_leaves_no_partial_files(sprint2_files, tmp_path, capsys,
     code, err = run_main(release_args(params, private, public, out, "--seed", "1"), capsys)
     assert code != 0 and "disk full" in err
     assert list(out.parent.iterdir()) == []
+
+
+def _crashing_group(args):
+    raise RuntimeError("worker crashed (simulated)")
+
+
+def test_a_failing_worker_process_leaves_no_files_and_one_error_line(sprint2_files, tmp_path, capsys,
+                                                                      monkeypatch):
+    params, private, public = sprint2_files
+    import method.groups as groups
+    monkeypatch.setattr(groups, "_one_group", _crashing_group)  # forked workers inherit the patch
+    out = tmp_path / "out" / "sub.csv"
+    code, err = run_main(release_args(params, private, public, out, "--seed", "1", "--jobs", "2",
+                                      "--method", "dpsyn"), capsys)
+    lines = [line for line in err.splitlines() if line.startswith("error:")]
+    assert code == 1 and len(lines) == 1 and "worker crashed" in lines[0]
+    assert list(out.parent.iterdir()) == []
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
+def test_a_signal_midway_leaves_no_files_and_exits_130(sprint2_files, tmp_path, capsys, monkeypatch, sig):
+    import os
+    import signal
+
+    import method.release as release
+    params, private, public = sprint2_files
+    real_run = release.synthesize_run
+
+    def signalled(*args, **kwargs):
+        os.kill(os.getpid(), getattr(signal, sig))  # SIGTERM's handler and SIGINT both raise KeyboardInterrupt
+        return real_run(*args, **kwargs)
+    monkeypatch.setattr(release, "synthesize_run", signalled)
+    previous = signal.getsignal(signal.SIGTERM)
+    out = tmp_path / "out" / "sub.csv"
+    try:
+        code, err = run_main(release_args(params, private, public, out, "--seed", "1"), capsys)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert code == 130 and "interrupted; no output written" in err
+    assert list(out.parent.iterdir()) == []
