@@ -23,7 +23,7 @@ from dataloader.encoding import DEFAULT_BINS, Encoder
 from dataloader.io import ON_INVALID, DataError, StagedFiles, public_ranges, read_header, read_table, validate
 from dataloader.schema import NUMERIC, Schema, SchemaError, load_schema
 from dataloader.submission import check_submission
-from lib.evaluation import EvaluationOptions, evaluate, format_table, read_for_evaluation
+from lib.evaluation import EvaluationOptions, Evaluator, format_table, read_for_evaluation
 from lib.privacy import BudgetExceeded
 from lib.report import write_report
 from method import METHODS
@@ -183,8 +183,12 @@ def _evaluation_setup(args) -> tuple[Schema, EvaluationOptions, pd.DataFrame]:
                 (("target", args.target), ("sensitive", args.sensitive)) if name and name not in schema.names]
     if args.target in schema.names and schema.column(args.target).kind == NUMERIC:
         problems.append(f"--target {args.target} must be a categorical column")
-    if args.sensitive and not args.target:
-        problems.append("--sensitive needs --target")
+    for flag in ("sensitive", "positive"):
+        if getattr(args, flag) is not None and not args.target:
+            problems.append(f"--{flag} needs --target")
+    if args.positive is not None and args.target in schema.names and schema.column(args.target).kind != NUMERIC \
+            and args.positive not in [str(v) for v in schema.column(args.target).values]:
+        problems.append(f"--positive {args.positive} is not a value of {args.target}")
     if args.three_way < 0:
         problems.append(f"--three-way must be >= 0, got {args.three_way}")
     if args.bins < 1:
@@ -200,7 +204,8 @@ def score_command(args) -> int:
     schema, options, real = _evaluation_setup(args)
     if args.json_out is not None:
         _prepare_output(args.json_out)
-    result = evaluate(schema, real, read_for_evaluation(args.synthetic, schema, "synthetic file"), options)
+    synthetic = read_for_evaluation(args.synthetic, schema, "synthetic file")
+    result = Evaluator(schema, real, options).evaluate(synthetic)
     result.update(real=str(args.real), synthetic=str(args.synthetic))
     print(format_table(result), file=sys.stderr)
     text = json.dumps(result, indent=2)

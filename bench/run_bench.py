@@ -41,9 +41,8 @@ sys.path.insert(0, str(ROOT))
 from dataloader.encoding import Encoder  # noqa: E402
 from dataloader.io import read_table, validate  # noqa: E402
 from dataloader.schema import Schema, load_schema, parse_schema  # noqa: E402
-from lib.evaluation import EvaluationOptions, evaluate  # noqa: E402
+from lib.evaluation import EvaluationOptions, Evaluator  # noqa: E402
 from lib.privacy import Ledger  # noqa: E402
-from lib.utility import UtilityTest  # noqa: E402
 from method import METHODS  # noqa: E402
 from method.context import MethodOptions, RunContext  # noqa: E402
 
@@ -130,8 +129,8 @@ def main() -> None:
     ctx = multiprocessing.get_context("fork")
     for name in args.datasets:
         _DATA = DATASETS[name]()
-        options = EvaluationOptions(group_columns=_DATA.groups, target=_DATA.target)
-        utility = UtilityTest(_DATA.real, _DATA.schema, _DATA.target)
+        evaluator = Evaluator(_DATA.schema, _DATA.real,
+                              EvaluationOptions(group_columns=_DATA.groups, target=_DATA.target))
         for variant in args.methods:
             for eps in args.eps:
                 rows = []
@@ -139,7 +138,7 @@ def main() -> None:
                     with ctx.Pool(1) as pool:
                         codes, seconds, peak = pool.apply(_one_run, ((variant, eps, seed),))
                     table = _DATA.encoder.decode(codes, np.random.default_rng(seed))
-                    run = next(iter(evaluate(_DATA.schema, _DATA.real, table, options, utility)["runs"].values()))
+                    run = next(iter(evaluator.evaluate(table)["runs"].values()))
                     u = run.get("utility", {})
                     rows.append([run.get("sprint2_score", np.nan)] + [run["tvd"][k]["mean"] for k in
                                                                       ("1-way", "2-way", "3-way")]

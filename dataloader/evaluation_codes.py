@@ -13,12 +13,12 @@ of a small range, or else quantiles of the real values (as many as the schema's 
 count or ``bins``; integer spikes such as zero incomes keep their own bin; the range
 from the schema or, failing that, the real values), with the outer edges opened to
 +-inf.  Evaluation may read real data: it spends no budget and its numbers are not DP.
-A null (empty or the column's null token) gets its own code.  Categorical columns code the schema's values in order;
-anything else on either side shares one extra "outside the schema" code, counted.
+A null (empty or the column's null token) gets its own code.  Categorical columns code
+the schema's values in order; anything else on either side shares one extra "outside the schema" code, counted.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -72,7 +72,8 @@ class EvaluationCoder:
 
 
 def evaluation_coders(schema: Schema, real: pd.DataFrame, bins: int = DEFAULT_BINS) -> list[EvaluationCoder]:
-    """One coder per schema column (see the module doc); ``real`` serves only unbounded ranges."""
+    """One coder per schema column (see the module doc); ``real`` gives the quantile edges (and the range
+    of unbounded columns) of numeric columns without Sprint-2 or explicit schema bins."""
     coders = []
     for col in schema.columns:
         if col.kind == CATEGORICAL:
@@ -85,8 +86,7 @@ def evaluation_coders(schema: Schema, real: pd.DataFrame, bins: int = DEFAULT_BI
             values = values[~np.isnan(values)]
             if not col.bounded:
                 low, high = (values.min(), values.max()) if len(values) else (0.0, 1.0)
-                col = Column(col.name, col.kind, col.dtype, low=float(low), high=float(high),
-                             integral=col.integral, bins=col.bins, null=col.null)
+                col = replace(col, low=float(low), high=float(high))
             edges = numeric_edges(col, values, bins).astype(np.float64)
             edges[0], edges[-1] = -np.inf, np.inf
         labels = tuple(_bin_label(lo, hi) for lo, hi in zip(edges[:-1], edges[1:])) + ("<null>",)

@@ -62,47 +62,61 @@ def split_by_epsilon(synthetic: pd.DataFrame) -> dict[str, pd.DataFrame]:
     return {f"{e:g}": synthetic[eps == e].drop(columns=EPSILON) for e in sorted(eps.unique())}
 
 
-def evaluate(schema: Schema, real: pd.DataFrame, synthetic: pd.DataFrame, options: EvaluationOptions,
-             utility: UtilityTest | None = None) -> dict:
-    """Every measure for each epsilon of ``synthetic`` against ``real`` (see the module doc).
+class Evaluator:
+    """Everything that depends only on the real table, built once: the coders, the real codes,
+    the Sprint-2 pairs, the workload and (with a target) the real-trained classifier.
+    ``evaluate(synthetic)`` scores a table or submission against it (see the module doc)."""
 
-    ``utility``: a UtilityTest of ``real`` built for ``options.target`` to reuse across calls
-    (built here when a target is set and none is given)."""
-    coders = evaluation_coders(schema, real, options.bins)
-    names = [c.column.name for c in coders]
-    sizes = tuple(c.size for c in coders)
-    real_codes, outside = encode_for_evaluation(coders, real)
-    if outside:
-        log.warning("real file: values outside the schema (scored as their own category): %s",
-                    ", ".join(f"{c} {n}" for c, n in outside.items()))
-    group_idx = [names.index(g) for g in options.group_columns]
-    others = [j for j in range(len(names)) if j not in group_idx]
-    pairs = [(names.index(a), names.index(b)) for a, b in draw_pairs([names[j] for j in others])] \
-        if len(others) > 1 else []
-    workload = workload_subsets(others, options.three_way, options.workload_seed)
-    if options.target is not None and utility is None:
-        utility = UtilityTest(real, schema, options.target, options.sensitive, options.positive)
-    result = {"warning": WARNING, "real_rows": int(len(real)), "group_columns": list(options.group_columns),
-              "runs": {}}
-    for eps, table in split_by_epsilon(synthetic).items():
-        codes, outside = encode_for_evaluation(coders, table)
-        run = {"synthetic_rows": int(len(table))}
+    def __init__(self, schema: Schema, real: pd.DataFrame, options: EvaluationOptions):
+        self.options = options
+        self.real_rows = len(real)
+        self.coders = evaluation_coders(schema, real, options.bins)
+        names = [c.column.name for c in self.coders]
+        self.sizes = tuple(c.size for c in self.coders)
+        self.real_codes, outside = encode_for_evaluation(self.coders, real)
         if outside:
-            run["values_outside_schema"] = outside
-        if pairs:
-            run["sprint2_score"] = k_marginal_score(real_codes, codes, sizes, group_idx, pairs)
-        run["tvd"] = workload_errors(real_codes, codes, sizes, workload)
-        if utility is not None:
-            run["utility"] = utility.score(table)
-        result["runs"][eps] = run
-    scores = [r["sprint2_score"] for r in result["runs"].values() if "sprint2_score" in r]
-    if scores:
-        result["sprint2_score_mean"] = float(np.mean(scores))
-    return result
+            log.warning("real file: values outside the schema (scored as their own category): %s",
+                        ", ".join(f"{c} {n}" for c, n in outside.items()))
+        self.group_idx = [names.index(g) for g in options.group_columns]
+        self.others = [j for j in range(len(names)) if j not in self.group_idx]
+        self.pairs = [(names.index(a), names.index(b)) for a, b in draw_pairs([names[j] for j in self.others])] \
+            if len(self.others) > 1 else []
+        self.workload = workload_subsets(self.others, options.three_way, options.workload_seed)
+        self.utility = UtilityTest(real, schema, options.target, options.sensitive, options.positive) \
+            if options.target is not None else None
+
+    def encode_runs(self, synthetic: pd.DataFrame) -> dict[str, tuple[pd.DataFrame, np.ndarray, dict]]:
+        """Per epsilon of ``synthetic``: its table, its codes and its values outside the schema."""
+        return {eps: (table, *encode_for_evaluation(self.coders, table))
+                for eps, table in split_by_epsilon(synthetic).items()}
+
+    def evaluate(self, synthetic: pd.DataFrame) -> dict:
+        """Every measure for each epsilon of ``synthetic`` against the real table."""
+        return self.evaluate_runs(self.encode_runs(synthetic))
+
+    def evaluate_runs(self, runs: dict[str, tuple[pd.DataFrame, np.ndarray, dict]]) -> dict:
+        """``evaluate`` on runs already encoded by ``encode_runs``."""
+        result = {"warning": WARNING, "real_rows": int(self.real_rows),
+                  "group_columns": list(self.options.group_columns), "runs": {}}
+        for eps, (table, codes, outside) in runs.items():
+            run = {"synthetic_rows": int(len(table))}
+            if outside:
+                run["values_outside_schema"] = outside
+            if self.pairs:
+                run["sprint2_score"] = k_marginal_score(self.real_codes, codes, self.sizes, self.group_idx,
+                                                        self.pairs)
+            run["tvd"] = workload_errors(self.real_codes, codes, self.sizes, self.workload)
+            if self.utility is not None:
+                run["utility"] = self.utility.score(table)
+            result["runs"][eps] = run
+        scores = [r["sprint2_score"] for r in result["runs"].values() if "sprint2_score" in r]
+        if scores:
+            result["sprint2_score_mean"] = float(np.mean(scores))
+        return result
 
 
 def format_table(result: dict) -> str:
-    """A plain-text table of ``evaluate``'s result, headed by the warning."""
+    """A plain-text table of ``Evaluator.evaluate``'s result, headed by the warning."""
     lines = [f"WARNING: {result['warning']}",
              f"{'epsilon':>8} {'rows':>9} {'Sprint-2':>9} {'TVD 1-way':>16} {'TVD 2-way':>16} {'TVD 3-way':>16}"
              + ("  accuracy (real-trained / synthetic-trained)" if any("utility" in r for r in result["runs"].values())

@@ -24,10 +24,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from dataloader.evaluation_codes import encode_for_evaluation, evaluation_coders  # noqa: E402
 from dataloader.io import StagedFiles  # noqa: E402
 from dataloader.schema import Schema  # noqa: E402
-from lib.evaluation import WARNING, EvaluationOptions, evaluate, split_by_epsilon  # noqa: E402
+from lib.evaluation import WARNING, EvaluationOptions, Evaluator  # noqa: E402
 from lib.marginals import count_marginal  # noqa: E402
 from lib.metrics import marginal_tvd  # noqa: E402
 
@@ -37,17 +36,16 @@ MAX_TICK_LABELS = 12
 def write_report(output: Path, schema: Schema, real: pd.DataFrame, methods: dict[str, pd.DataFrame],
                  options: EvaluationOptions) -> None:
     """Write the report for ``methods`` (label -> synthetic table or submission) to ``output``."""
-    results = {label: evaluate(schema, real, table, options) for label, table in methods.items()}
-    coders = evaluation_coders(schema, real, options.bins)
-    real_codes, _ = encode_for_evaluation(coders, real)
-    others = [j for j, c in enumerate(coders) if c.column.name not in options.group_columns]
-    sections = [("Error against epsilon", _png(_error_plot(results)))]
+    evaluator = Evaluator(schema, real, options)
+    encoded = {label: evaluator.encode_runs(table) for label, table in methods.items()}
+    results = {label: evaluator.evaluate_runs(runs) for label, runs in encoded.items()}
+    coders, real_codes, others = evaluator.coders, evaluator.real_codes, evaluator.others
+    codes = {label: {eps: c for eps, (_, c, _) in runs.items()} for label, runs in encoded.items()}
     first = next(iter(methods))
-    runs = {eps: encode_for_evaluation(coders, t)[0] for eps, t in split_by_epsilon(methods[first]).items()}
-    sections.append((f"Per-column distributions: real and {first}", _png(_distributions(coders, others,
-                                                                                       real_codes, runs))))
-    for label, table in methods.items():
-        runs = {eps: encode_for_evaluation(coders, t)[0] for eps, t in split_by_epsilon(table).items()}
+    sections = [("Error against epsilon", _png(_error_plot(results))),
+                (f"Per-column distributions: real and {first}",
+                 _png(_distributions(coders, others, real_codes, codes[first])))]
+    for label, runs in codes.items():
         sections.append((f"2-way TVD per column pair: {label}", _png(_heat_maps(coders, others, real_codes, runs))))
     if options.target and options.sensitive:
         for label, result in results.items():

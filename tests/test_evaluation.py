@@ -8,7 +8,7 @@ import pytest
 import main
 from dataloader.evaluation_codes import SPRINT2_EDGES, encode_for_evaluation, evaluation_coders
 from dataloader.schema import parse_schema
-from lib.evaluation import WARNING, EvaluationOptions, evaluate
+from lib.evaluation import WARNING, EvaluationOptions, Evaluator
 from lib.utility import UtilityTest, _rates
 from tests.conftest import write_params
 
@@ -24,7 +24,7 @@ def table(g, x, age) -> pd.DataFrame:
 
 
 def run(real, synth, options=BY_G) -> dict:
-    return next(iter(evaluate(SCHEMA, real, synth, options)["runs"].values()))
+    return next(iter(Evaluator(SCHEMA, real, options).evaluate(synth)["runs"].values()))
 
 
 def test_identical_tables_score_1000_and_tvd_0():
@@ -86,7 +86,7 @@ def test_values_outside_the_schema_get_their_own_code_and_are_counted():
 def test_submission_is_scored_per_epsilon_with_the_mean():
     real = table(["g1"] * 4, ["a", "a", "b", "b"], [10] * 4)
     synth = pd.concat([real.assign(epsilon="1"), table(["g1"] * 4, ["c"] * 4, [10] * 4).assign(epsilon="10")])
-    result = evaluate(SCHEMA, real, synth, BY_G)
+    result = Evaluator(SCHEMA, real, BY_G).evaluate(synth)
     assert result["warning"] == WARNING
     assert {k: r["sprint2_score"] for k, r in result["runs"].items()} == {"1": 1000, "10": pytest.approx(0)}
     assert result["sprint2_score_mean"] == pytest.approx(500)
@@ -127,8 +127,15 @@ def test_score_command_writes_json_and_says_it_is_not_dp(tmp_path, capsys):
     assert code == 0 and WARNING in err
     result = json.loads(out)
     assert result["runs"]["1"]["sprint2_score"] == 1000 and result["warning"] == WARNING
-    assert main.main(["score", "--params", str(params), "--real", str(tmp_path / "real.csv"),
-                      "--synthetic", str(tmp_path / "synth.csv"), "--target", "NOPE"]) == 2
+    base = ["score", "--params", str(params), "--real", str(tmp_path / "real.csv"),
+            "--synthetic", str(tmp_path / "synth.csv")]
+    capsys.readouterr()
+    for bad, message in ((["--target", "NOPE"], "not a schema column"), (["--target", "AGE"], "categorical"),
+                         (["--positive", "a"], "--positive needs --target"),
+                         (["--target", "X", "--positive", "zz"], "not a value of X")):
+        assert main.main(base + bad) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("error: ") and message in err[0]
 
 
 def test_report_command_writes_one_html_page_with_plots(tmp_path):
