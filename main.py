@@ -88,7 +88,13 @@ def build_parser() -> argparse.ArgumentParser:
                           "cannot be clipped), or drop the rows")
     syn.add_argument("--bins", type=int, default=DEFAULT_BINS,
                      help="bins for numeric columns whose schema entry gives none")
+    syn.add_argument("--show-private-counts", action="store_true",
+                     help="say how many private rows had values outside the schema (exact private counts: the "
+                          "log is then for the curator's eyes only); by default the log names columns and "
+                          "problems but no counts")
     syn.add_argument("--quiet", action="store_true", help="only warnings and errors on stderr")
+    syn.add_argument("--verbose", action="store_true",
+                     help="debug-level log (every noisy measurement); never prints private counts")
 
     val = sub.add_parser("validate", help="check a submission CSV against a parameters file")
     val.add_argument("--params", required=True, type=Path, help="parameters JSON")
@@ -138,8 +144,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    logging.basicConfig(level=logging.WARNING if getattr(args, "quiet", False) else logging.INFO,
-                        format="%(message)s", stream=sys.stderr, force=True)
+    level = (logging.WARNING if getattr(args, "quiet", False)
+             else logging.DEBUG if getattr(args, "verbose", False) else logging.INFO)
+    logging.basicConfig(level=level, format="%(message)s", stream=sys.stderr, force=True)
+    logging.getLogger("numba").setLevel(logging.WARNING)
     signal.signal(signal.SIGTERM, _exit_on_signal)
     try:
         if args.command == "validate":
@@ -254,8 +262,8 @@ def synthesize_command(args) -> int:
         schema = schema.with_public_ranges(public_ranges(public, schema))
     schema.require_ranges()
     id_column = args.id_column or (DEFAULT_ID_COLUMN if DEFAULT_ID_COLUMN in read_header(args.private) else None)
-    private = validate(read_table(args.private, schema, "private file", id_column=id_column),
-                       schema, "private file", on_invalid=args.on_invalid)
+    private = validate(read_table(args.private, schema, "private file", id_column=id_column, private=True),
+                       schema, "private file", on_invalid=args.on_invalid, hide_counts=not args.show_private_counts)
     timings["reading"] = time.perf_counter() - start
 
     start = time.perf_counter()

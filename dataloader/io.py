@@ -6,7 +6,8 @@ Categoricals whose categories are ``category_list(column)`` (the schema's values
 plus the null token when it is not one of them); numeric columns become float64
 with NaN standing for the null token.  Values outside the schema are counted per
 column and handled by the ``on_invalid`` policy (error, clip, drop); nothing is
-changed without a log line saying what and how many.
+changed without a log line saying what and how many (for the private file the counts
+are withheld unless the curator asks for them: see ``validate``).
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import csv
 import io
 import logging
 import os
+import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,10 +55,11 @@ def read_header(path: str | Path) -> list[str]:
 
 
 def read_table(path: str | Path, schema: Schema, what: str, id_column: str | None = None,
-               allow_extra: bool = False) -> pd.DataFrame:
+               allow_extra: bool = False, private: bool = False) -> pd.DataFrame:
     """Read a CSV as text; require every schema column (and ``id_column`` if given).
 
     Extra columns are an error unless ``allow_extra`` (then they are dropped with a log line).
+    ``private``: a parse error names the row's problem but not its text.
     """
     path = Path(path)
     if not path.is_file():
@@ -67,6 +70,8 @@ def read_table(path: str | Path, schema: Schema, what: str, id_column: str | Non
         df = pd.read_csv(path, dtype=str, engine="pyarrow", keep_default_na=False)
     except (OSError, ValueError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if private:  # pyarrow appends the offending row: "Expected 2 columns, got 3: <row>"
+            first = re.sub(r"(got \d+): .*", r"\1 (row text withheld: private data)", first)
         raise DataError(f"{what} {path}: cannot parse as CSV: {first}") from None
     header = [str(c).strip() for c in df.columns]
     df.columns = header
@@ -101,13 +106,16 @@ class InvalidReport:
     def __bool__(self) -> bool:
         return bool(self.counts)
 
-    def summary(self) -> str:
-        return "; ".join(f"{col}: " + ", ".join(f"{n} {why}" for why, n in reasons.items())
+    def summary(self, hide_counts: bool = False) -> str:
+        return "; ".join(f"{col}: " + ", ".join(why if hide_counts else f"{n} {why}" for why, n in reasons.items())
                          for col, reasons in self.counts.items())
 
 
+HIDDEN_COUNTS = "how many withheld: exact private counts; --show-private-counts prints them"
+
+
 def validate(df: pd.DataFrame, schema: Schema, what: str, on_invalid: str = "error",
-             public: bool = False,
+             public: bool = False, hide_counts: bool = False,
              hint: str = " (fix the data, or pass --on-invalid clip or drop)") -> pd.DataFrame:
     """Typed copy of ``df`` (text) with every value inside the schema.
 
@@ -118,7 +126,8 @@ def validate(df: pd.DataFrame, schema: Schema, what: str, on_invalid: str = "err
     which costs no budget) keeps rows with an unknown category, marking that cell
     missing, clips out-of-range numbers, skips range checks of still-unbounded
     columns and drops rows with non-numeric numbers; it logs what it did.
-    Extra columns (an id column) are passed through unchanged.
+    Extra columns (an id column) are passed through unchanged.  ``hide_counts`` (private
+    data) names columns, problems and actions in errors and logs but no counts.
     """
     if on_invalid not in ON_INVALID:
         raise ValueError(f"on_invalid must be one of {ON_INVALID}")
@@ -155,12 +164,15 @@ def validate(df: pd.DataFrame, schema: Schema, what: str, on_invalid: str = "err
             out[extra] = df[extra].to_numpy()
     typed = pd.DataFrame(out, index=df.index)
     if report:
+        summary = report.summary(hide_counts)
         if on_invalid == "error" and not public:
-            raise DataError(f"{what}: values outside the schema: {report.summary()}{hint}")
+            withheld = f" ({HIDDEN_COUNTS})" if hide_counts else ""
+            raise DataError(f"{what}: values outside the schema: {summary}{hint}{withheld}")
         action = ("kept public rows (unknown categories left missing, numbers clipped)" if public
-                  else "clipped numbers" if on_invalid == "clip" else "dropped rows")
-        log.warning("%s: values outside the schema: %s; %s; %d row(s) dropped",
-                    what, report.summary(), action, int(drop.sum()))
+                  else "clipped numbers, dropped rows that cannot be clipped" if on_invalid == "clip"
+                  else "dropped those rows")
+        how_many = f" ({HIDDEN_COUNTS})" if hide_counts else f"; {int(drop.sum())} row(s) dropped"
+        log.warning("%s: values outside the schema: %s; %s%s", what, summary, action, how_many)
     typed = typed[~drop].reset_index(drop=True)
     if len(typed) == 0:
         raise DataError(f"{what}: no valid rows left after handling values outside the schema")

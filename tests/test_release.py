@@ -151,9 +151,11 @@ def bad_input_cases(tmp_path):
         ("malformed JSON", args(params=malformed), "not valid JSON"),
         ("missing column", args(private=write_private(tmp_path / "p1.csv", "G,AGE\nx,3\n")), "missing column(s) INC"),
         ("unknown category", args(private=write_private(tmp_path / "p2.csv", "G,AGE,INC\nz,3,1\n")),
-         "G: 1 unknown or missing categories"),
+         "G: unknown or missing categories (fix the data"),
         ("NaN", args(private=write_private(tmp_path / "p3.csv", "G,AGE,INC\nx,3,NaN\nx,4,\n")),
-         "INC: 2 missing or non-numeric"),
+         "INC: missing or non-numeric (fix the data"),
+        ("ragged row", args(private=write_private(tmp_path / "p6.csv", "G,AGE,INC\nx,3,1,secret\n")),
+         "got 4 (row text withheld: private data)"),
         ("empty CSV", args(private=write_private(tmp_path / "p4.csv", " ")), "private file"),
         ("header only", args(private=write_private(tmp_path / "p5.csv", "G,AGE,INC\n")), "no rows"),
         ("eps <= 0", args(params=eps0), "epsilon must be a number > 0"),
@@ -171,6 +173,9 @@ def test_bad_input_matrix(tmp_path, capsys):
         assert code != 0, name
         assert len(lines) == 1 and lines[0].startswith("error: "), (name, err)
         assert expected in lines[0], (name, lines[0])
+        assert "secret" not in lines[0], name
+        if "outside the schema" in lines[0]:  # names columns and problems, never a private count
+            assert not any(ch.isdigit() for ch in lines[0].split("outside the schema")[1]), name
         out_dir = tmp_path / "out"
         assert not out_dir.exists() or list(out_dir.iterdir()) == [], name
 

@@ -1,0 +1,141 @@
+"""Exact samplers: goodness of fit against the exact distributions, moments, agreement of the numba
+kernels with the Python-integer reference, and the discrete Gaussian mechanism's ledger entry.
+
+Every statistical test uses a fixed seed and significance level ALPHA = 0.001.
+"""
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from lib.mechanisms import QUANTUM_BITS, gaussian_measure
+from lib.privacy import Ledger
+from lib.samplers import (SAMPLER_NAME, _Stream, discrete_gaussian, discrete_laplace, draw_words, gaussian_parameters,
+                          ref_gaussian, ref_laplace)
+
+ALPHA = 1e-3
+N = 20_000
+
+
+def chi_square_pvalue(samples: np.ndarray, support: np.ndarray, pmf: np.ndarray, width: int = 1) -> float:
+    """Pearson χ² of integer samples against ``pmf`` on consecutive integers ``support``, in blocks of
+    ``width`` integers; blocks with expected count < 5 are pooled into the two tails, which also take
+    the samples outside ``support``."""
+    block = (support - support[0]) // width
+    expected = np.bincount(block, weights=pmf / pmf.sum() * len(samples))
+    inside = (samples >= support[0]) & (samples <= support[-1])
+    observed = np.bincount((samples[inside] - support[0]) // width, minlength=len(expected))
+    keep = np.flatnonzero(expected >= 5)
+    first, last = keep[0], keep[-1]
+    obs = np.concatenate([[observed[:first].sum() + np.sum(samples < support[0])], observed[first:last + 1],
+                          [observed[last + 1:].sum() + np.sum(samples > support[-1])]])
+    exp = np.concatenate([[expected[:first].sum()], expected[first:last + 1], [expected[last + 1:].sum()]])
+    used = exp > 0
+    assert obs[~used].sum() == 0, "samples where the distribution has no mass"
+    return stats.chisquare(obs[used], exp[used] * obs.sum() / exp[used].sum()).pvalue
+
+
+def gaussian_pmf(sigma: float) -> tuple[np.ndarray, np.ndarray]:
+    support = np.arange(-math.ceil(12 * sigma) - 2, math.ceil(12 * sigma) + 3)
+    return support, np.exp(-support.astype(float) ** 2 / (2 * sigma ** 2))
+
+
+def laplace_pmf(t: int, s: int) -> tuple[np.ndarray, np.ndarray]:
+    width = math.ceil(40 * t / s) + 2
+    support = np.arange(-width, width + 1)
+    return support, np.exp(-np.abs(support) * s / t)
+
+
+@pytest.mark.parametrize("sigma", [0.5, 3.0, 40.0, 1e4])
+def test_discrete_gaussian_fits_its_distribution(sigma):
+    x, actual = discrete_gaussian(sigma, N, np.random.default_rng(11))
+    assert sigma <= actual <= sigma * (1 + 1e-7)
+    support, pmf = gaussian_pmf(actual)
+    pmf = pmf / pmf.sum()
+    assert chi_square_pvalue(x, support, pmf, width=max(1, int(sigma // 8))) > ALPHA
+    mean, var = 0.0, float((support ** 2 * pmf).sum())
+    assert abs(x.mean() - mean) < 5 * math.sqrt(var / N)
+    fourth = float((support.astype(float) ** 4 * pmf).sum())
+    assert abs(x.var() - var) < 5 * math.sqrt((fourth - var ** 2) / N)
+
+
+@pytest.mark.parametrize("t,s", [(1, 2), (3, 1), (40, 1), (7, 3)])
+def test_discrete_laplace_fits_its_distribution(t, s):
+    x = discrete_laplace(t, s, N, np.random.default_rng(12))
+    support, pmf = laplace_pmf(t, s)
+    pmf = pmf / pmf.sum()
+    assert chi_square_pvalue(x, support, pmf) > ALPHA
+    var = float((support ** 2 * pmf).sum())
+    assert abs(x.mean()) < 5 * math.sqrt(var / N)
+    fourth = float((support.astype(float) ** 4 * pmf).sum())
+    assert abs(x.var() - var) < 5 * math.sqrt((fourth - var ** 2) / N)
+
+
+def test_chi_square_helper_rejects_a_wrong_distribution():
+    x, actual = discrete_gaussian(3.0, N, np.random.default_rng(13))
+    support, pmf = gaussian_pmf(actual * 1.1)
+    assert chi_square_pvalue(x, support, pmf) < ALPHA
+    rounded = np.rint(np.random.default_rng(13).normal(0, 0.5, N)).astype(np.int64)  # rounded float noise
+    assert chi_square_pvalue(rounded, *gaussian_pmf(0.5)) < ALPHA
+
+
+def reference_draws(draw, n: int, seed: int) -> list[int]:
+    rng = np.random.default_rng(seed)
+    stream = _Stream(draw_words(rng, 1000), 0, rng, 1000)
+    return [draw(stream) for _ in range(n)]
+
+
+@pytest.mark.parametrize("sigma", [0.5, 2.5, 700.0])
+def test_kernel_equals_python_integer_reference_for_any_buffer_and_overflow_limit(sigma):
+    """The numba kernel, its buffer replay and its Python big-proposal path all give the reference's samples."""
+    p = gaussian_parameters(sigma)
+    ref = reference_draws(lambda st: ref_gaussian(p.t, p.a, p.q, st), 1500, 5)
+    for chunk, ymax in [(1000, None), (37, None), (1000, p.t), (53, 0)]:
+        x, _ = discrete_gaussian(sigma, 1500, np.random.default_rng(5), chunk=chunk, ymax=ymax)
+        assert x.tolist() == ref, (chunk, ymax)
+
+
+def test_laplace_kernel_equals_python_integer_reference():
+    ref = reference_draws(lambda st: ref_laplace(7, 3, st), 1500, 6)
+    for chunk in (1000, 29):
+        assert discrete_laplace(7, 3, 1500, np.random.default_rng(6), chunk=chunk).tolist() == ref
+
+
+def test_parameters_round_the_variance_up_and_refuse_unusable_scales():
+    for sigma in (1e-3, 0.5, 1.0, 3.7, 1e3, 123456.789, 1e8):
+        p = gaussian_parameters(sigma)
+        assert 0 <= p.t * p.a - sigma ** 2 * p.q < p.t and (sigma < 0.5 or p.sigma / sigma - 1 < 1e-7)
+        assert 2 * p.t * p.a * p.q < 2 ** 62 and (p.q * p.ymax - p.a) ** 2 <= 2 ** 62
+    for bad in (0.0, -1.0, 2.0 ** 31, float("nan")):
+        with pytest.raises(ValueError, match="sigma"):
+            gaussian_parameters(bad)
+
+
+def test_measure_adds_integer_noise_to_counts_and_records_the_sampler():
+    ledger = Ledger(1.0, 1e-6)
+    counts = np.arange(12, dtype=np.int64).reshape(3, 4)
+    m = gaussian_measure(counts, ("a", "b"), 2.0, 0.01, np.random.default_rng(0), ledger, "step", "why")
+    assert m.noisy.shape == (3, 4) and np.all(m.noisy == np.rint(m.noisy)) and not np.all(m.noisy == counts)
+    (c,) = ledger.charges
+    assert c.mechanism == "discrete Gaussian" and c.sampler == SAMPLER_NAME
+    assert c.sensitivity == 2.0 and c.noise_scale == m.sigma >= 2.0 / math.sqrt(0.02)
+    assert c.rho >= c.sensitivity ** 2 / (2 * c.noise_scale ** 2)
+
+
+def test_measure_rounds_real_values_and_pays_for_the_rounding():
+    ledger = Ledger(1.0, 1e-6)
+    values = np.array([0.3, 1.7, 1e4 + 0.123])
+    m = gaussian_measure(values, ("pair",), 4.0, 0.01, np.random.default_rng(0), ledger, "scores", "why")
+    (c,) = ledger.charges
+    assert 4.0 < c.sensitivity <= 4.0 * (1 + 2.0 ** -QUANTUM_BITS)
+    assert "rounded" in c.sensitivity_reason and c.noise_scale >= c.sensitivity / math.sqrt(0.02)
+    step = 2.0 ** math.floor(math.log2(4.0 / math.sqrt(3)) - QUANTUM_BITS)
+    assert np.allclose(m.noisy / step, np.rint(m.noisy / step))
+
+
+def test_seeded_draws_repeat_and_unseeded_differ():
+    a, _ = discrete_gaussian(5.0, 100, np.random.default_rng(3))
+    b, _ = discrete_gaussian(5.0, 100, np.random.default_rng(3))
+    c, _ = discrete_gaussian(5.0, 100, np.random.default_rng())
+    assert a.tolist() == b.tolist() and a.tolist() != c.tolist()
