@@ -11,6 +11,10 @@ Sprint-2 score (per group when the dataset has groups), mean 1/2/3-way TVD (100 
 3-way marginals) and, with a target, the accuracy of a logistic regression trained on
 the synthetic table and tested on held-out real rows.  Means over seeds.
 
+Peers (``--methods mst aim``, bench/peers.py, after ``pip install -r requirements-bench.txt``):
+private-pgm's MST and AIM on the same integer codes, group columns as ordinary
+attributes, AIM with ``--aim-cap`` seconds of selection rounds.
+
 Datasets:
 * demo: the bundled ACS excerpts (national 2018+2019), public MA+TX file, groups
   PUMA × YEAR, delta 1e-10, target OWN_RENT;
@@ -48,6 +52,7 @@ from method.context import MethodOptions, RunContext  # noqa: E402
 
 SHARED = ROOT.parent / "shared" / "data"
 VARIANTS = {"histogram": ("histogram", "all"), "dpsyn": ("dpsyn", "all"), "dpsyn-select": ("dpsyn", "select")}
+PEERS = ("mst", "aim")  # bench/peers.py; needs requirements-bench.txt
 
 
 @dataclass
@@ -103,13 +108,20 @@ _DATA: Dataset | None = None  # the dataset of the current batch, inherited by f
 
 
 def _one_run(args) -> tuple[np.ndarray, float, float]:
-    variant, eps, seed = args
-    method, marginals = VARIANTS[variant]
+    variant, eps, seed, aim_cap = args
     data = _DATA
-    ctx = RunContext(data.encoder, MethodOptions(method, data.groups, marginals=marginals), 1, 10 ** 7,
-                     Ledger(eps, data.delta), np.random.default_rng(seed), data.public)
+    rng = np.random.default_rng(seed)
     start = time.perf_counter()
-    codes = METHODS[method](data.codes, ctx)
+    if variant in PEERS:
+        from bench import peers
+        codes = peers.mst(data.codes, data.encoder.sizes, data.encoder.names, eps, data.delta, rng) \
+            if variant == "mst" else \
+            peers.aim(data.codes, data.encoder.sizes, data.encoder.names, eps, data.delta, rng, aim_cap)
+    else:
+        method, marginals = VARIANTS[variant]
+        ctx = RunContext(data.encoder, MethodOptions(method, data.groups, marginals=marginals), 1, 10 ** 7,
+                         Ledger(eps, data.delta), rng, data.public)
+        codes = METHODS[method](data.codes, ctx)
     seconds = time.perf_counter() - start
     return codes, seconds, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
@@ -118,7 +130,10 @@ def main() -> None:
     global _DATA
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--datasets", nargs="+", choices=list(DATASETS), default=list(DATASETS))
-    parser.add_argument("--methods", nargs="+", choices=list(VARIANTS), default=list(VARIANTS))
+    parser.add_argument("--methods", nargs="+", choices=list(VARIANTS) + list(PEERS), default=list(VARIANTS),
+                        help="our methods (default) and the peers mst, aim (requirements-bench.txt)")
+    parser.add_argument("--aim-cap", type=float, default=60.0,
+                        help="AIM's time cap in seconds: then one last round spends the rest of the budget")
     parser.add_argument("--eps", type=float, nargs="+", default=[0.1, 1.0, 10.0])
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "run_bench.md")
@@ -136,7 +151,7 @@ def main() -> None:
                 rows = []
                 for seed in range(args.seeds):
                     with ctx.Pool(1) as pool:
-                        codes, seconds, peak = pool.apply(_one_run, ((variant, eps, seed),))
+                        codes, seconds, peak = pool.apply(_one_run, ((variant, eps, seed, args.aim_cap),))
                     table = _DATA.encoder.decode(codes, np.random.default_rng(seed))
                     run = next(iter(evaluator.evaluate(table)["runs"].values()))
                     u = run.get("utility", {})

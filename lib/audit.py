@@ -13,6 +13,9 @@ threshold gives eps >= ln((p_hi_lower - delta) / p_lo_upper) with confidence
 1 - alpha.  A correct release keeps the bound below its epsilon; a release whose
 noise ignores theta shows a bound far above it.  An audit can only refute a
 guarantee, never prove one.
+
+Also here: the goodness-of-fit test and exact distributions the sampler checks use
+(tests/test_samplers.py, bench/bench_samplers.py).
 """
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import beta
+from scipy.stats import beta, chisquare
 
 
 def clopper_pearson(successes: int, trials: int, alpha: float) -> tuple[float, float]:
@@ -55,3 +58,38 @@ def epsilon_lower_bound(without: np.ndarray, with_: np.ndarray, delta: float, al
                 if bound > best:
                     best, best_t = bound, float(t)
     return AuditResult(best, best_t, min(len(without), len(with_)), alpha)
+
+
+def chi_square_gof(samples: np.ndarray, support: np.ndarray, pmf: np.ndarray, width: int = 1) -> float:
+    """P-value of Pearson's χ² test of integer ``samples`` against ``pmf`` on the consecutive integers
+    ``support``, in blocks of ``width`` integers.  Blocks with expected count < 5 are pooled into the
+    two tails, which also take the samples outside ``support``."""
+    block = (support - support[0]) // width
+    expected = np.bincount(block, weights=pmf / pmf.sum() * len(samples))
+    inside = (samples >= support[0]) & (samples <= support[-1])
+    observed = np.bincount((samples[inside] - support[0]) // width, minlength=len(expected))
+    keep = np.flatnonzero(expected >= 5)
+    first, last = keep[0], keep[-1]
+    obs = np.concatenate([[observed[:first].sum() + np.sum(samples < support[0])], observed[first:last + 1],
+                          [observed[last + 1:].sum() + np.sum(samples > support[-1])]])
+    exp = np.concatenate([[expected[:first].sum()], expected[first:last + 1], [expected[last + 1:].sum()]])
+    used = exp > 0
+    if obs[~used].sum():
+        return 0.0  # samples where the distribution has no mass
+    return float(chisquare(obs[used], exp[used] * obs.sum() / exp[used].sum()).pvalue)
+
+
+def discrete_gaussian_pmf(sigma: float) -> tuple[np.ndarray, np.ndarray]:
+    """(support, pmf) of the discrete Gaussian, P(y) ∝ exp(-y²/(2σ²)), on |y| <= 12σ + 2."""
+    half = math.ceil(12 * sigma) + 2
+    support = np.arange(-half, half + 1)
+    pmf = np.exp(-support.astype(float) ** 2 / (2 * sigma ** 2))
+    return support, pmf / pmf.sum()
+
+
+def discrete_laplace_pmf(t: int, s: int) -> tuple[np.ndarray, np.ndarray]:
+    """(support, pmf) of the discrete Laplace, P(y) ∝ exp(-|y|·s/t), on |y| <= 40t/s + 2."""
+    half = math.ceil(40 * t / s) + 2
+    support = np.arange(-half, half + 1)
+    pmf = np.exp(-np.abs(support) * s / t)
+    return support, pmf / pmf.sum()

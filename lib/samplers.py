@@ -227,7 +227,7 @@ def draw_words(rng: np.random.Generator, n: int) -> np.ndarray:
     return (rng.bit_generator.random_raw(n) >> np.uint64(1)).astype(np.int64)
 
 
-class _Stream:
+class WordStream:
     """Words read in order from a buffer that refills from ``rng`` (for the Python path)."""
 
     def __init__(self, words: np.ndarray, pos: int, rng: np.random.Generator, chunk: int):
@@ -252,7 +252,7 @@ def _drive(kernel, n: int, rng: np.random.Generator, chunk: int | None, big_test
         if status == _NEED_WORDS:
             words, pos = np.concatenate([words[pos:], draw_words(rng, chunk)]), 0
         elif status == _BIG:
-            stream = _Stream(words, pos, rng, chunk)
+            stream = WordStream(words, pos, rng, chunk)
             if big_test(y, stream):
                 out[i] = y
                 i += 1

@@ -7,53 +7,23 @@ import math
 
 import numpy as np
 import pytest
-from scipy import stats
 
+from lib.audit import chi_square_gof, discrete_gaussian_pmf, discrete_laplace_pmf
 from lib.mechanisms import QUANTUM_BITS, gaussian_measure
 from lib.privacy import Ledger
-from lib.samplers import (SAMPLER_NAME, _Stream, discrete_gaussian, discrete_laplace, draw_words, gaussian_parameters,
-                          ref_gaussian, ref_laplace)
+from lib.samplers import (SAMPLER_NAME, WordStream, discrete_gaussian, discrete_laplace, draw_words,
+                          gaussian_parameters, ref_gaussian, ref_laplace)
 
 ALPHA = 1e-3
 N = 20_000
-
-
-def chi_square_pvalue(samples: np.ndarray, support: np.ndarray, pmf: np.ndarray, width: int = 1) -> float:
-    """Pearson χ² of integer samples against ``pmf`` on consecutive integers ``support``, in blocks of
-    ``width`` integers; blocks with expected count < 5 are pooled into the two tails, which also take
-    the samples outside ``support``."""
-    block = (support - support[0]) // width
-    expected = np.bincount(block, weights=pmf / pmf.sum() * len(samples))
-    inside = (samples >= support[0]) & (samples <= support[-1])
-    observed = np.bincount((samples[inside] - support[0]) // width, minlength=len(expected))
-    keep = np.flatnonzero(expected >= 5)
-    first, last = keep[0], keep[-1]
-    obs = np.concatenate([[observed[:first].sum() + np.sum(samples < support[0])], observed[first:last + 1],
-                          [observed[last + 1:].sum() + np.sum(samples > support[-1])]])
-    exp = np.concatenate([[expected[:first].sum()], expected[first:last + 1], [expected[last + 1:].sum()]])
-    used = exp > 0
-    assert obs[~used].sum() == 0, "samples where the distribution has no mass"
-    return stats.chisquare(obs[used], exp[used] * obs.sum() / exp[used].sum()).pvalue
-
-
-def gaussian_pmf(sigma: float) -> tuple[np.ndarray, np.ndarray]:
-    support = np.arange(-math.ceil(12 * sigma) - 2, math.ceil(12 * sigma) + 3)
-    return support, np.exp(-support.astype(float) ** 2 / (2 * sigma ** 2))
-
-
-def laplace_pmf(t: int, s: int) -> tuple[np.ndarray, np.ndarray]:
-    width = math.ceil(40 * t / s) + 2
-    support = np.arange(-width, width + 1)
-    return support, np.exp(-np.abs(support) * s / t)
 
 
 @pytest.mark.parametrize("sigma", [0.5, 3.0, 40.0, 1e4])
 def test_discrete_gaussian_fits_its_distribution(sigma):
     x, actual = discrete_gaussian(sigma, N, np.random.default_rng(11))
     assert sigma <= actual <= sigma * (1 + 1e-7)
-    support, pmf = gaussian_pmf(actual)
-    pmf = pmf / pmf.sum()
-    assert chi_square_pvalue(x, support, pmf, width=max(1, int(sigma // 8))) > ALPHA
+    support, pmf = discrete_gaussian_pmf(actual)
+    assert chi_square_gof(x, support, pmf, width=max(1, int(sigma // 8))) > ALPHA
     mean, var = 0.0, float((support ** 2 * pmf).sum())
     assert abs(x.mean() - mean) < 5 * math.sqrt(var / N)
     fourth = float((support.astype(float) ** 4 * pmf).sum())
@@ -63,9 +33,8 @@ def test_discrete_gaussian_fits_its_distribution(sigma):
 @pytest.mark.parametrize("t,s", [(1, 2), (3, 1), (40, 1), (7, 3)])
 def test_discrete_laplace_fits_its_distribution(t, s):
     x = discrete_laplace(t, s, N, np.random.default_rng(12))
-    support, pmf = laplace_pmf(t, s)
-    pmf = pmf / pmf.sum()
-    assert chi_square_pvalue(x, support, pmf) > ALPHA
+    support, pmf = discrete_laplace_pmf(t, s)
+    assert chi_square_gof(x, support, pmf) > ALPHA
     var = float((support ** 2 * pmf).sum())
     assert abs(x.mean()) < 5 * math.sqrt(var / N)
     fourth = float((support.astype(float) ** 4 * pmf).sum())
@@ -74,15 +43,15 @@ def test_discrete_laplace_fits_its_distribution(t, s):
 
 def test_chi_square_helper_rejects_a_wrong_distribution():
     x, actual = discrete_gaussian(3.0, N, np.random.default_rng(13))
-    support, pmf = gaussian_pmf(actual * 1.1)
-    assert chi_square_pvalue(x, support, pmf) < ALPHA
+    support, pmf = discrete_gaussian_pmf(actual * 1.1)
+    assert chi_square_gof(x, support, pmf) < ALPHA
     rounded = np.rint(np.random.default_rng(13).normal(0, 0.5, N)).astype(np.int64)  # rounded float noise
-    assert chi_square_pvalue(rounded, *gaussian_pmf(0.5)) < ALPHA
+    assert chi_square_gof(rounded, *discrete_gaussian_pmf(0.5)) < ALPHA
 
 
 def reference_draws(draw, n: int, seed: int) -> list[int]:
     rng = np.random.default_rng(seed)
-    stream = _Stream(draw_words(rng, 1000), 0, rng, 1000)
+    stream = WordStream(draw_words(rng, 1000), 0, rng, 1000)
     return [draw(stream) for _ in range(n)]
 
 

@@ -1,0 +1,178 @@
+"""The peers users would otherwise pick: private-pgm's MST and AIM, on mbi 2.0's estimation engine.
+
+mbi 2.0 (PyPI) ships only the graphical-model engine; MST (McKenna, Miklau and Sheldon
+2021) and AIM (McKenna et al. 2022) live in the private-pgm repository's mechanisms/.
+They are re-implemented here on mbi's API after those scripts, with their defaults:
+
+* MST: rho in thirds; noisy 1-way marginals (sigma = sqrt(3/(2 rho))), domain compression
+  (values with noisy count < 3 sigma merged), a maximum spanning tree of pairs chosen by
+  permute-and-flip on the L1 error of the independent model (r - 1 draws at
+  eps = sqrt(8 (rho/3) / (r - 1))), noisy 2-way marginals of the tree edges, mirror descent.
+* AIM: workload all 2-way marginals; 10% of each round's rho for the exponential
+  mechanism, 90% for a Gaussian measurement; 16·d rounds at the start; the step size
+  doubles when a measurement changes the model less than its noise; candidates whose
+  junction tree would exceed max_model_size · (rho used / rho) MB are skipped.  Time
+  cap: when ``time_cap`` seconds have passed, the next round spends the whole remaining
+  budget (AIM's own last-round rule), so the guarantee is kept.
+
+Both take integer codes (the columns our encoder produces, so every method sees the same
+domain), treat group columns as ordinary attributes, assume one row per individual
+(theta = 1, as the benchmark runs) and use numpy's floating-point Gaussian noise, as
+private-pgm does.  Benchmark code only: the release tool never imports it.
+Needs requirements-bench.txt (mbi, jax).
+"""
+from __future__ import annotations
+
+import itertools
+import math
+import time
+
+import numpy as np
+
+from lib.privacy import rho_from_eps_delta
+
+MST_ITERS = 3000
+AIM_ITERS = 300
+AIM_MAX_MODEL_MB = 80
+
+
+def _mbi():
+    import jax
+    jax.config.update("jax_enable_x64", True)
+    import mbi
+    return mbi
+
+
+def _measure(mbi, data, cliques, sigma, rng):
+    out = []
+    for cl in cliques:
+        x = np.asarray(data.project(cl).datavector())
+        out.append(mbi.LinearMeasurement(x + rng.normal(0, sigma, x.size), cl, sigma))
+    return out
+
+
+def _compress(mbi, codes, sizes, names, oneway, sigma):
+    """MST's domain compression: values with noisy count < 3 sigma of a column become one value."""
+    new_codes, new_sizes, measurements, supports = codes.copy(), list(sizes), [], {}
+    for j, m in enumerate(oneway):
+        y = np.asarray(m.noisy_measurement)
+        sup = y >= 3 * sigma
+        if sup.all():
+            measurements.append(m)
+            continue
+        supports[j] = sup
+        mapping = np.full(len(y), sup.sum())
+        mapping[sup] = np.arange(sup.sum())
+        new_codes[:, j] = mapping[codes[:, j]]
+        new_sizes[j] = int(sup.sum()) + 1
+        merged = len(y) - int(sup.sum())
+        weights = np.ones(new_sizes[j])
+        weights[-1] = 1 / math.sqrt(merged)
+        y2 = np.append(y[sup], y[~sup].sum() / math.sqrt(merged))
+        measurements.append(mbi.LinearMeasurement(y2, (names[j],), sigma, query=mbi.WeightedQuery(weights)))
+    return new_codes, new_sizes, measurements, supports
+
+
+def _uncompress(codes, supports, rng):
+    out = codes.copy()
+    for j, sup in supports.items():
+        kept, merged = np.flatnonzero(sup), np.flatnonzero(~sup)
+        col = codes[:, j]
+        other = col == len(kept)
+        out[~other, j] = kept[col[~other]]
+        out[other, j] = rng.choice(merged, other.sum())
+    return out
+
+
+def _dataset(mbi, codes, sizes, names):
+    domain = mbi.Domain(names, sizes)
+    return mbi.Dataset({n: codes[:, j] for j, n in enumerate(names)}, domain), domain
+
+
+def _to_codes(synth, names) -> np.ndarray:
+    return np.column_stack([np.asarray(synth.data[n]) for n in names]).astype(np.int32)
+
+
+def _exponential(qualities: np.ndarray, epsilon: float, sensitivity: float, rng) -> int:
+    p = np.exp(0.5 * epsilon / sensitivity * (qualities - qualities.max()))
+    return int(rng.choice(len(p), p=p / p.sum()))
+
+
+def mst(codes: np.ndarray, sizes, names, epsilon: float, delta: float, rng: np.random.Generator) -> np.ndarray:
+    """MST synthetic codes, (epsilon, delta)-DP for one row per individual."""
+    mbi = _mbi()
+    names, sizes = list(names), [int(s) for s in sizes]
+    rho = rho_from_eps_delta(epsilon, delta)
+    sigma = math.sqrt(3 / (2 * rho)) * math.sqrt(len(names))  # rho/3 over the d 1-way marginals
+    data, domain = _dataset(mbi, codes, sizes, names)
+    oneway = _measure(mbi, data, [(n,) for n in names], sigma, rng)
+    small, small_sizes, log1, supports = _compress(mbi, codes, sizes, names, oneway, sigma)
+    data, domain = _dataset(mbi, small, small_sizes, names)
+    independent = mbi.estimation.MirrorDescent().estimate(domain, log1, iters=1000)
+    pairs = list(itertools.combinations(names, 2))
+    errors = {e: float(np.abs(np.asarray(data.project(e).datavector())
+                              - np.asarray(independent.project(e).datavector())).sum()) for e in pairs}
+    parent = {n: n for n in names}
+
+    def root(n):
+        while parent[n] != n:
+            n = parent[n]
+        return n
+    edges, eps_each = [], math.sqrt(8 * (rho / 3) / (len(names) - 1))
+    for _ in range(len(names) - 1):  # Kruskal with noisy choices (permute-and-flip ~ exponential mechanism)
+        cand = [e for e in pairs if root(e[0]) != root(e[1])]
+        e = cand[_exponential(np.array([errors[c] for c in cand]), eps_each, 1.0, rng)]
+        edges.append(e)
+        parent[root(e[0])] = root(e[1])
+    sigma2 = math.sqrt(3 / (2 * rho)) * math.sqrt(len(edges))
+    log2 = _measure(mbi, data, edges, sigma2, rng)
+    model = mbi.estimation.MirrorDescent().estimate(domain, log1 + log2, iters=MST_ITERS)
+    return _uncompress(_to_codes(model.synthetic_data(), names), supports, rng)
+
+
+def _model_mb(mbi, domain, cliques) -> float:
+    jtree, _ = mbi.junction_tree.make_junction_tree(domain, cliques)
+    return sum(domain.size(cl) for cl in jtree.nodes) * 8 / 2 ** 20
+
+
+def aim(codes: np.ndarray, sizes, names, epsilon: float, delta: float, rng: np.random.Generator,
+        time_cap: float = 300.0) -> np.ndarray:
+    """AIM synthetic codes for the all-2-way workload, (epsilon, delta)-DP for one row per individual."""
+    mbi = _mbi()
+    names, sizes = list(names), [int(s) for s in sizes]
+    start = time.perf_counter()
+    rho = rho_from_eps_delta(epsilon, delta)
+    data, domain = _dataset(mbi, codes, sizes, names)
+    workload = list(itertools.combinations(names, 2))
+    candidates = {cl: float(sum(len(set(cl) & set(w)) for w in workload))
+                  for cl in [(n,) for n in names] + workload}
+    answers = {cl: np.asarray(data.project(cl).datavector()) for cl in candidates}
+    rounds = 16 * len(names)
+    sigma = math.sqrt(rounds / (2 * 0.9 * rho))
+    eps = math.sqrt(8 * 0.1 * rho / rounds)
+    measurements = _measure(mbi, data, [(n,) for n in names], sigma, rng)
+    used = len(names) * 0.5 / sigma ** 2
+    engine = mbi.estimation.MirrorDescent()
+    model = engine.estimate(domain, measurements, iters=AIM_ITERS)
+    last = False
+    while not last:
+        if rho - used < 2 * (0.5 / sigma ** 2 + eps ** 2 / 8) or time.perf_counter() - start > time_cap:
+            remaining = rho - used
+            sigma, eps, last = math.sqrt(1 / (2 * 0.9 * remaining)), math.sqrt(8 * 0.1 * remaining), True
+        used += eps ** 2 / 8 + 0.5 / sigma ** 2
+        limit = AIM_MAX_MODEL_MB * used / rho
+        cliques = list(model.cliques)
+        free = {tuple(sub) for cl in cliques for r in range(1, len(cl) + 1) for sub in itertools.combinations(cl, r)}
+        small = [cl for cl in candidates if cl in free or _model_mb(mbi, domain, cliques + [cl]) <= limit]
+        errors = np.array([candidates[cl] * (np.abs(answers[cl] - np.asarray(model.project(cl).datavector())).sum()
+                                             - math.sqrt(2 / math.pi) * sigma * domain.size(cl)) for cl in small])
+        cl = small[_exponential(errors, eps, max(candidates[c] for c in small), rng)]
+        n = domain.size(cl)
+        measurements += _measure(mbi, data, [cl], sigma, rng)
+        before = np.asarray(model.project(cl).datavector())
+        model = engine.estimate(domain, measurements, iters=AIM_ITERS, warm_start=model)
+        after = np.asarray(model.project(cl).datavector())
+        if np.abs(after - before).sum() <= sigma * math.sqrt(2 / math.pi) * n:
+            sigma, eps = sigma / 2, eps * 2
+    model = engine.estimate(domain, measurements, iters=MST_ITERS, warm_start=model)
+    return _to_codes(model.synthetic_data(), names)
