@@ -10,9 +10,9 @@ distribution and none of the float artefacts that break floating-point mechanism
 The kernels run under numba on int64.  The discrete Gaussian with variance sigma^2 is
 drawn with sigma^2 = t*a/q exactly (t = floor(sigma) + 1, q a power of two, a rounded
 up so the variance is never below the requested one).  Its acceptance test needs
-(q|Y| - a)^2, which stays inside int64 for |Y| <= ``ymax``; a proposal beyond that
-(probability about exp(-40) per proposal) is tested in Python integers by the
-reference functions below, so the output stays exact.  The reference functions are
+(q|Y| - a)^2, which stays inside int64 for |Y| <= ``ymax`` (at least 40 t up to sigma
+~ 5e7, so a proposal beyond it has probability below exp(-40)); such a proposal is
+tested in Python integers by the reference functions below, so the output stays exact.  The reference functions are
 the same algorithm in Python integers; given the same words both paths give the same
 samples, which tests/test_samplers.py checks.
 
