@@ -92,9 +92,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="say how many private rows had values outside the schema (exact private counts: the "
                           "log is then for the curator's eyes only); by default the log names columns and "
                           "problems but no counts")
-    syn.add_argument("--quiet", action="store_true", help="only warnings and errors on stderr")
-    syn.add_argument("--verbose", action="store_true",
-                     help="debug-level log (every noisy measurement); never prints private counts")
+    loudness = syn.add_mutually_exclusive_group()
+    loudness.add_argument("--quiet", action="store_true", help="only warnings and errors on stderr")
+    loudness.add_argument("--verbose", action="store_true",
+                          help="debug-level log (every noisy measurement); never prints private counts")
 
     val = sub.add_parser("validate", help="check a submission CSV against a parameters file")
     val.add_argument("--params", required=True, type=Path, help="parameters JSON")

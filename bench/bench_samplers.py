@@ -22,7 +22,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from lib.audit import chi_square_gof, discrete_gaussian_pmf, discrete_laplace_pmf  # noqa: E402
-from lib.samplers import discrete_gaussian, discrete_laplace  # noqa: E402
+from lib.samplers import discrete_gaussian, discrete_laplace, gaussian_parameters  # noqa: E402
 
 SIGMAS = (0.5, 3.0, 40.0, 1e4, 1e6)
 LAPLACE = ((1, 2), (3, 1), (40, 1), (7, 3))
@@ -52,15 +52,16 @@ def main() -> None:
     parser.add_argument("--cells", type=int, default=1_000_000)
     args = parser.parse_args()
     rng = np.random.default_rng(20261122)
-    discrete_gaussian(1.0, 10, rng)
+    discrete_gaussian(gaussian_parameters(1.0), 10, rng)
     discrete_laplace(1, 1, 10, rng)
     print(f"discrete Gaussian, {args.cells:,} cells\n")
     print("| sigma | ours s | opendp s | χ² p-value | var / exact var |\n|---|---|---|---|---|")
     for sigma in SIGMAS:
         start = time.perf_counter()
-        x, actual = discrete_gaussian(sigma, args.cells, rng)
+        params = gaussian_parameters(sigma)
+        x = discrete_gaussian(params, args.cells, rng)
         ours = time.perf_counter() - start
-        support, pmf = discrete_gaussian_pmf(actual)
+        support, pmf = discrete_gaussian_pmf(params.sigma)
         p = chi_square_gof(x, support, pmf, width=max(1, int(sigma // 8)))
         var = float((support.astype(float) ** 2 * pmf).sum())
         print(f"| {sigma:g} | {ours:.2f} | {fmt(opendp_seconds('gaussian', sigma, args.cells))} | {p:.3f} | "

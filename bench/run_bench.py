@@ -112,11 +112,12 @@ def _one_run(args) -> tuple[np.ndarray, float, float]:
     data = _DATA
     rng = np.random.default_rng(seed)
     start = time.perf_counter()
-    if variant in PEERS:
+    if variant == "mst":
         from bench import peers
-        codes = peers.mst(data.codes, data.encoder.sizes, data.encoder.names, eps, data.delta, rng) \
-            if variant == "mst" else \
-            peers.aim(data.codes, data.encoder.sizes, data.encoder.names, eps, data.delta, rng, aim_cap)
+        codes = peers.mst(data.codes, data.encoder.sizes, data.encoder.names, eps, data.delta, rng)
+    elif variant == "aim":
+        from bench import peers
+        codes = peers.aim(data.codes, data.encoder.sizes, data.encoder.names, eps, data.delta, rng, aim_cap)
     else:
         method, marginals = VARIANTS[variant]
         ctx = RunContext(data.encoder, MethodOptions(method, data.groups, marginals=marginals), 1, 10 ** 7,

@@ -59,10 +59,11 @@ def gaussian_measure(values: np.ndarray, attrs: tuple[str, ...], sensitivity: fl
         sensitivity = sensitivity + math.sqrt(values.size) * unit
         sensitivity_reason += (f"; values rounded to multiples of {unit:g} first, "
                                f"adding sqrt({values.size})*{unit:g}")
-    sigma = gaussian_parameters(gaussian_sigma(sensitivity, rho) / unit).sigma * unit
+    params = gaussian_parameters(gaussian_sigma(sensitivity, rho) / unit)
+    sigma = params.sigma * unit
     ledger.charge(step, "discrete Gaussian", sensitivity, sigma, rho, sensitivity_reason, SAMPLER_NAME)
     log.debug("measured %s: %d cells, sensitivity %.6g, sigma %.6g, rho %.6g", step, grid.size, sensitivity,
               sigma, rho)
-    noise, _ = discrete_gaussian(sigma / unit, grid.size, rng)
+    noise = discrete_gaussian(params, grid.size, rng)
     noisy = (grid + noise.reshape(grid.shape)).astype(np.float64) * unit
     return Measurement(tuple(attrs), noisy, sigma, rho)

@@ -276,7 +276,8 @@ class GaussianParameters:
 
 
 def gaussian_parameters(sigma: float) -> GaussianParameters:
-    """Integer parameters of the sampler; the variance is >= sigma**2 and within t/q of it."""
+    """Integer parameters of the sampler for scale ``sigma``: the variance t*a/q is >= sigma**2 and
+    within t/q of it (a relative excess of sigma below 1e-7 from sigma = 0.5 on)."""
     if not 0 < sigma <= SIGMA_MAX:
         raise ValueError(f"discrete Gaussian needs 0 < sigma <= {SIGMA_MAX:g}, got {sigma}")
     t = math.floor(sigma) + 1
@@ -288,16 +289,13 @@ def gaussian_parameters(sigma: float) -> GaussianParameters:
     return GaussianParameters(t, a, q, ymax)
 
 
-def discrete_gaussian(sigma: float, n: int, rng: np.random.Generator, chunk: int | None = None,
-                      ymax: int | None = None) -> tuple[np.ndarray, float]:
-    """n i.i.d. draws, P(y) ∝ exp(-y²/(2σ'²)) on the integers, and σ' >= sigma.
-
-    σ'² - sigma² < t/q: a relative excess below 1e-7 from sigma = 0.5 on.
+def discrete_gaussian(p: GaussianParameters, n: int, rng: np.random.Generator, chunk: int | None = None,
+                      ymax: int | None = None) -> np.ndarray:
+    """n i.i.d. draws, P(y) ∝ exp(-y²/(2·p.sigma²)) on the integers (p from ``gaussian_parameters``).
 
     ``ymax`` (tests only) lowers the proposal size above which the acceptance test runs in
     Python integers; the samples do not depend on it, nor on ``chunk``.
     """
-    p = gaussian_parameters(sigma)
     limit = p.ymax if ymax is None else min(ymax, p.ymax)
 
     def kernel(out, i, words, pos):
@@ -307,7 +305,7 @@ def discrete_gaussian(sigma: float, n: int, rng: np.random.Generator, chunk: int
         w = p.q * abs(y) - p.a
         return ref_bern_exp(w * w, 2 * p.t * p.a * p.q, stream) == 1
 
-    return _drive(kernel, n, rng, chunk, big_test), p.sigma
+    return _drive(kernel, n, rng, chunk, big_test)
 
 
 def discrete_laplace(t: int, s: int, n: int, rng: np.random.Generator, chunk: int | None = None) -> np.ndarray:

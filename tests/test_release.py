@@ -231,3 +231,12 @@ def test_a_signal_midway_leaves_no_files_and_exits_130(sprint2_files, tmp_path, 
         signal.signal(signal.SIGTERM, previous)
     assert code == 130 and "interrupted; no output written" in err
     assert list(out.parent.iterdir()) == []
+
+
+def test_quiet_and_verbose_together_are_refused(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main.main(["--params", "p.json", "--private", "x.csv", "--output", str(tmp_path / "o" / "s.csv"),
+                   "--quiet", "--verbose"])
+    assert exit_info.value.code == 2
+    assert "not allowed with argument" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()

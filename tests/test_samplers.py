@@ -20,9 +20,10 @@ N = 20_000
 
 @pytest.mark.parametrize("sigma", [0.5, 3.0, 40.0, 1e4])
 def test_discrete_gaussian_fits_its_distribution(sigma):
-    x, actual = discrete_gaussian(sigma, N, np.random.default_rng(11))
-    assert sigma <= actual <= sigma * (1 + 1e-7)
-    support, pmf = discrete_gaussian_pmf(actual)
+    p = gaussian_parameters(sigma)
+    x = discrete_gaussian(p, N, np.random.default_rng(11))
+    assert sigma <= p.sigma <= sigma * (1 + 1e-7)
+    support, pmf = discrete_gaussian_pmf(p.sigma)
     assert chi_square_gof(x, support, pmf, width=max(1, int(sigma // 8))) > ALPHA
     mean, var = 0.0, float((support ** 2 * pmf).sum())
     assert abs(x.mean() - mean) < 5 * math.sqrt(var / N)
@@ -42,8 +43,9 @@ def test_discrete_laplace_fits_its_distribution(t, s):
 
 
 def test_chi_square_helper_rejects_a_wrong_distribution():
-    x, actual = discrete_gaussian(3.0, N, np.random.default_rng(13))
-    support, pmf = discrete_gaussian_pmf(actual * 1.1)
+    p = gaussian_parameters(3.0)
+    x = discrete_gaussian(p, N, np.random.default_rng(13))
+    support, pmf = discrete_gaussian_pmf(p.sigma * 1.1)
     assert chi_square_gof(x, support, pmf) < ALPHA
     rounded = np.rint(np.random.default_rng(13).normal(0, 0.5, N)).astype(np.int64)  # rounded float noise
     assert chi_square_gof(rounded, *discrete_gaussian_pmf(0.5)) < ALPHA
@@ -61,7 +63,7 @@ def test_kernel_equals_python_integer_reference_for_any_buffer_and_overflow_limi
     p = gaussian_parameters(sigma)
     ref = reference_draws(lambda st: ref_gaussian(p.t, p.a, p.q, st), 1500, 5)
     for chunk, ymax in [(1000, None), (37, None), (1000, p.t), (53, 0)]:
-        x, _ = discrete_gaussian(sigma, 1500, np.random.default_rng(5), chunk=chunk, ymax=ymax)
+        x = discrete_gaussian(p, 1500, np.random.default_rng(5), chunk=chunk, ymax=ymax)
         assert x.tolist() == ref, (chunk, ymax)
 
 
@@ -104,7 +106,8 @@ def test_measure_rounds_real_values_and_pays_for_the_rounding():
 
 
 def test_seeded_draws_repeat_and_unseeded_differ():
-    a, _ = discrete_gaussian(5.0, 100, np.random.default_rng(3))
-    b, _ = discrete_gaussian(5.0, 100, np.random.default_rng(3))
-    c, _ = discrete_gaussian(5.0, 100, np.random.default_rng())
+    p = gaussian_parameters(5.0)
+    a = discrete_gaussian(p, 100, np.random.default_rng(3))
+    b = discrete_gaussian(p, 100, np.random.default_rng(3))
+    c = discrete_gaussian(p, 100, np.random.default_rng())
     assert a.tolist() == b.tolist() and a.tolist() != c.tolist()
