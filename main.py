@@ -1,41 +1,31 @@
-"""Differentially private synthetic data release: the single entry point.
+"""Differentially private synthetic data release: the command line, a thin wrapper over api.py.
 
     python main.py --params parameters.json --private private.csv [--public public.csv] --output out.csv
     python main.py validate --params parameters.json --submission out.csv
 
-Synthesis is the default command; see ``python main.py --help``.
+Synthesis is the default command; see ``python main.py --help``.  The evaluation commands
+(score, report) import scikit-learn and matplotlib only when they run.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import logging
-import os
 import signal
 import sys
-import time
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
-
-from dataloader.encoding import DEFAULT_BINS, Encoder
-from dataloader.io import ON_INVALID, DataError, StagedFiles, public_ranges, read_header, read_table, validate
-from dataloader.schema import NUMERIC, Schema, SchemaError, load_schema
+from api import BAD_INPUT, DEFAULT_ID_COLUMN, ledger_path, release, resolve_group_columns
+from dataloader.encoding import DEFAULT_BINS
+from dataloader.reading import ON_INVALID
+from dataloader.schema import NUMERIC, SchemaError, load_schema
 from dataloader.submission import check_submission
-from lib.evaluation import EvaluationOptions, Evaluator, format_table, read_for_evaluation
-from lib.privacy import BudgetExceeded
-from lib.report import write_report
+from dataloader.writing import StagedFiles, check_writable
 from method import METHODS
-from method.planner import MARGINAL_CHOICES, REGIMES
-from method.context import MethodOptions
-from method.release import PrivateData, release
+from method.base import OptionError, flag, option_fields
 
-log = logging.getLogger("dpsyn")
-
-DEFAULT_ID_COLUMN = "sim_individual_id"
-DEFAULT_GROUP_COLUMNS = ("PUMA", "YEAR")
 COMMANDS = ("synthesize", "validate", "score", "report")
+OPTION_PREFIX = "method_option_"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -61,19 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     syn.add_argument("--output", type=Path, default=Path("output/submission.csv"),
                      help="submission CSV to write; ledgers go beside it as NAME.ledger.epsE.json")
     syn.add_argument("--method", choices=sorted(METHODS), default="dpsyn",
-                     help="synthesis strategy: dpsyn (planned noisy marginals + GUM) or histogram (baseline)")
-    syn.add_argument("--regime", choices=REGIMES, default=None,
-                     help="dpsyn: force the planner's regime (for experiments); default: chosen from the budget")
-    syn.add_argument("--marginals", choices=MARGINAL_CHOICES, default="all",
-                     help="dpsyn, one-way and two-way regimes: measure the regime's marginals (all 1-way or all "
-                          "2-way), or 'select': all 1-way plus the 2-way pairs chosen from noisy dependency "
-                          "scores (PrivSyn), budget per marginal ∝ cells^(2/3); the scores are charged")
-    syn.add_argument("--group-floor", type=int, default=0,
-                     help="dpsyn: raise every positive noisy group size to at least this many rows")
-    syn.add_argument("--group-round", type=int, default=1,
-                     help="dpsyn: round noisy group sizes to a multiple of this (the write-up's K); where groups "
-                          "share the global targets (public and one-way regimes) groups of equal size then share "
-                          "one synthesized set of records, which saves time")
+                     help="synthesis strategy: " + "; ".join(f"{m.name}: {m.summary}" for m in METHODS.values()))
     syn.add_argument("--group-columns", default=None,
                      help="comma-separated columns to synthesize per group (noisy counts per group); "
                           "'none' for no groups; default: PUMA,YEAR where the schema has them")
@@ -96,6 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     loudness.add_argument("--quiet", action="store_true", help="only warnings and errors on stderr")
     loudness.add_argument("--verbose", action="store_true",
                           help="debug-level log (every noisy measurement); never prints private counts")
+    _add_method_options(syn)
 
     val = sub.add_parser("validate", help="check a submission CSV against a parameters file")
     val.add_argument("--params", required=True, type=Path, help="parameters JSON")
@@ -120,6 +99,42 @@ def build_parser() -> argparse.ArgumentParser:
                      help="HTML file to write (one file; the PNG plots are embedded)")
     _evaluation_options(rep)
     return parser
+
+
+def option_owners() -> dict[str, list[str]]:
+    """Each method option's field name -> the methods that declare it."""
+    owners: dict[str, list[str]] = {}
+    for spec in METHODS.values():
+        for f in option_fields(spec.options):
+            owners.setdefault(f.name, []).append(spec.name)
+    return owners
+
+
+def _add_method_options(parser: argparse.ArgumentParser) -> None:
+    """One argument group per method with options; a flag shared by methods is listed once."""
+    added = set()
+    for spec in METHODS.values():
+        fields = [f for f in option_fields(spec.options) if f.name not in added]
+        if not fields:
+            continue
+        group = parser.add_argument_group(f"{spec.name} options", f"only with --method {spec.name}")
+        for f in fields:
+            meta = f.metadata
+            default = "" if f.default is None else f" (default: {f.default})"
+            group.add_argument(flag(f.name), dest=OPTION_PREFIX + f.name, type=meta["type"], choices=meta["choices"],
+                               default=argparse.SUPPRESS, help=meta["help"] + default)
+            added.add(f.name)
+
+
+def method_options(args: argparse.Namespace) -> dict:
+    """The method options given on the command line; OptionError for an option of another method."""
+    given = {k[len(OPTION_PREFIX):]: v for k, v in vars(args).items() if k.startswith(OPTION_PREFIX)}
+    owners = option_owners()
+    wrong = [name for name in given if args.method not in owners[name]]
+    if wrong:
+        raise OptionError([f"{flag(name)} is an option of --method {' or '.join(owners[name])}, not of "
+                           f"--method {args.method}" for name in wrong])
+    return given
 
 
 def _evaluation_options(p: argparse.ArgumentParser) -> None:
@@ -158,10 +173,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "report":
             return report_command(args)
         return synthesize_command(args)
-    except SchemaError as exc:
+    except (SchemaError, OptionError) as exc:
         for problem in exc.problems:
             print(f"error: {problem}", file=sys.stderr)
-    except (DataError, BudgetExceeded, OSError) as exc:
+    except BAD_INPUT + (OSError,) as exc:
         print(f"error: {exc}", file=sys.stderr)
     except KeyboardInterrupt:
         print("error: interrupted; no output written", file=sys.stderr)
@@ -176,6 +191,25 @@ def _exit_on_signal(signum, frame):
     raise KeyboardInterrupt
 
 
+def synthesize_command(args) -> int:
+    runs = release(args.private, args.params, args.public, args.method, method_options(args), seed=args.seed,
+                   id_column=args.id_column, group_columns=_group_columns(args.group_columns), jobs=args.jobs,
+                   on_invalid=args.on_invalid, bins=args.bins, show_private_counts=args.show_private_counts,
+                   output=args.output)
+    for path in [args.output] + [ledger_path(args.output, r.epsilon) for r in runs]:
+        print(path)
+    return 0
+
+
+def _group_columns(option: str | None) -> tuple[str, ...] | None:
+    """--group-columns as given: None (the default), () for 'none', or the named columns."""
+    if option is None:
+        return None
+    if option.strip().lower() in ("", "none"):
+        return ()
+    return tuple(c.strip() for c in option.split(",") if c.strip())
+
+
 def validate_command(args) -> int:
     schema = load_schema(args.params)
     problems = check_submission(schema, args.submission)
@@ -186,15 +220,16 @@ def validate_command(args) -> int:
     return 1 if problems else 0
 
 
-def _evaluation_setup(args) -> tuple[Schema, EvaluationOptions, pd.DataFrame]:
+def _evaluation_setup(args):
+    from evaluation.scoring import EvaluationOptions, read_for_evaluation
     schema = load_schema(args.params)
-    problems = [f"--{flag} {name}: not a schema column" for flag, name in
+    problems = [f"--{opt} {name}: not a schema column" for opt, name in
                 (("target", args.target), ("sensitive", args.sensitive)) if name and name not in schema.names]
     if args.target in schema.names and schema.column(args.target).kind == NUMERIC:
         problems.append(f"--target {args.target} must be a categorical column")
-    for flag in ("sensitive", "positive"):
-        if getattr(args, flag) is not None and not args.target:
-            problems.append(f"--{flag} needs --target")
+    for name in ("sensitive", "positive"):
+        if getattr(args, name) is not None and not args.target:
+            problems.append(f"--{name} needs --target")
     if args.positive is not None and args.target in schema.names and schema.column(args.target).kind != NUMERIC \
             and args.positive not in [str(v) for v in schema.column(args.target).values]:
         problems.append(f"--positive {args.positive} is not a value of {args.target}")
@@ -204,15 +239,16 @@ def _evaluation_setup(args) -> tuple[Schema, EvaluationOptions, pd.DataFrame]:
         problems.append(f"--bins must be >= 1, got {args.bins}")
     if problems:
         raise SchemaError(problems)
-    options = EvaluationOptions(_group_columns(args.group_columns, schema), args.three_way, args.workload_seed,
-                                args.bins, args.target, args.sensitive, args.positive)
+    options = EvaluationOptions(resolve_group_columns(schema, _group_columns(args.group_columns)), args.three_way,
+                                args.workload_seed, args.bins, args.target, args.sensitive, args.positive)
     return schema, options, read_for_evaluation(args.real, schema, "real file")
 
 
 def score_command(args) -> int:
+    from evaluation.scoring import Evaluator, format_table, read_for_evaluation
     schema, options, real = _evaluation_setup(args)
     if args.json_out is not None:
-        _prepare_output(args.json_out)
+        check_writable(args.json_out)
     synthetic = read_for_evaluation(args.synthetic, schema, "synthetic file")
     result = Evaluator(schema, real, options).evaluate(synthetic)
     result.update(real=str(args.real), synthetic=str(args.synthetic))
@@ -229,8 +265,10 @@ def score_command(args) -> int:
 
 
 def report_command(args) -> int:
+    from evaluation.report import write_report
+    from evaluation.scoring import read_for_evaluation
     schema, options, real = _evaluation_setup(args)
-    output = _prepare_output(args.output)
+    output = check_writable(args.output)
     methods = {}
     for spec in args.synthetic:
         label, _, path = spec.rpartition("=")
@@ -239,109 +277,6 @@ def report_command(args) -> int:
     write_report(output, schema, real, methods, options)
     print(output)
     return 0
-
-
-def synthesize_command(args) -> int:
-    started = time.perf_counter()
-    schema = load_schema(args.params)
-    _check_options(args, schema)
-    group_columns = _group_columns(args.group_columns, schema)
-    output = _prepare_output(args.output)
-    if args.seed is not None:
-        log.warning("WARNING: --seed %d fixes the noise: use it for tests only, never for a release "
-                    "(seeded noise is not private)", args.seed)
-        seed_seq = np.random.SeedSequence(args.seed)
-    else:
-        seed_seq = np.random.SeedSequence()  # fresh OS entropy
-
-    timings = {}
-    start = time.perf_counter()
-    public = None
-    if args.public:
-        public = validate(read_table(args.public, schema, "public file", allow_extra=True), schema,
-                          "public file", public=True)
-        schema = schema.with_public_ranges(public_ranges(public, schema))
-    schema.require_ranges()
-    id_column = args.id_column or (DEFAULT_ID_COLUMN if DEFAULT_ID_COLUMN in read_header(args.private) else None)
-    private = validate(read_table(args.private, schema, "private file", id_column=id_column, private=True),
-                       schema, "private file", on_invalid=args.on_invalid, hide_counts=not args.show_private_counts)
-    timings["reading"] = time.perf_counter() - start
-
-    start = time.perf_counter()
-    encoder = Encoder.fit(schema, public, default_bins=args.bins)
-    data = PrivateData(encoder.encode(private), private[id_column].to_numpy() if id_column else None,
-                       encoder.encode(public) if public is not None else None)
-    del private
-    timings["encoding"] = time.perf_counter() - start
-    _log_plan(schema, encoder, group_columns, id_column, args.method)
-
-    options = MethodOptions(args.method, group_columns, args.jobs, args.regime, args.group_floor, args.group_round,
-                            args.marginals)
-    paths = release(schema, encoder, data, options, seed_seq, output, id_column)
-    log.info("reading %.2fs, encoding %.2fs; total %.1fs", timings["reading"], timings["encoding"],
-             time.perf_counter() - started)
-    for path in paths:
-        print(path)
-    return 0
-
-
-def _check_options(args, schema: Schema) -> None:
-    problems = []
-    if args.jobs < 1:
-        problems.append(f"--jobs must be >= 1, got {args.jobs}")
-    if args.bins < 1:
-        problems.append(f"--bins must be >= 1, got {args.bins}")
-    if args.group_floor < 0:
-        problems.append(f"--group-floor must be >= 0, got {args.group_floor}")
-    if args.group_round < 1:
-        problems.append(f"--group-round must be >= 1, got {args.group_round}")
-    if args.id_column is not None and args.id_column in schema.names:
-        problems.append(f"--id-column {args.id_column} is a schema column; the id column must not be synthesized")
-    if problems:
-        raise SchemaError(problems)
-
-
-def _group_columns(option: str | None, schema: Schema) -> tuple[str, ...]:
-    if option is None:
-        return tuple(c for c in DEFAULT_GROUP_COLUMNS if c in schema.names)
-    if option.strip().lower() in ("", "none"):
-        return ()
-    names = tuple(c.strip() for c in option.split(",") if c.strip())
-    unknown = [c for c in names if c not in schema.names]
-    if unknown:
-        raise SchemaError([f"--group-columns: {c} is not a schema column" for c in unknown])
-    if len(set(names)) != len(names):
-        raise SchemaError(["--group-columns: a column is named twice"])
-    return names
-
-
-def _prepare_output(output: Path) -> Path:
-    """Create the output folder if needed and check it is writable, before any private data is read."""
-    folder = output.parent if str(output.parent) else Path(".")
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise DataError(f"cannot create output folder {folder}: {exc.strerror or exc}") from None
-    if output.is_dir():
-        raise DataError(f"output {output} is a folder; give a file path")
-    if not os.access(folder, os.W_OK):
-        raise DataError(f"cannot write output: folder {folder} is not writable")
-    return output
-
-
-def _log_plan(schema: Schema, encoder: Encoder, group_columns, id_column, method) -> None:
-    log.info("schema: %d columns; encoded domain: %s", len(schema.columns),
-             ", ".join(f"{c.column.name} {c.describe()}" for c in encoder.coders))
-    log.info("groups: %s", " × ".join(group_columns) if group_columns else "none (one group)")
-    if id_column:
-        log.info("individuals: rows are grouped by %s; each keeps at most max_records_per_individual rows "
-                 "(chosen at random) and the output gets fresh ids", id_column)
-    else:
-        log.info("individuals: no id column; each individual is taken to contribute at most "
-                 "max_records_per_individual rows as the parameters declare, and noise is scaled by it")
-    log.info("method: %s; runs: %s", method,
-             "; ".join(f"eps={r.epsilon:g} delta={r.delta:.3g} theta={r.max_records_per_individual} "
-                       f"max_records={r.max_records}" for r in schema.runs))
 
 
 if __name__ == "__main__":

@@ -4,10 +4,10 @@
 
 D: 300 individuals with one row each (columns X in a..e, Y in 0..2).  D': D plus one
 individual with theta rows, all with X = "rare", a value nobody else has.  Each trial
-runs ``method.release.synthesize_run`` (contribution bounding, measurement, synthesis)
-with fresh seeds and records how many output rows have X = "rare".  ``--broken`` runs
-the same release with a mechanism whose noise ignores theta (sensitivity 1 although
-the bounding keeps theta rows), which the audit must catch.  Prints a markdown row.
+runs ``api.synthesize_run`` (the private table's contribution bounding, measurement,
+synthesis) with fresh seeds and records how many output rows have X = "rare".  ``--broken``
+runs the same release with a private table whose noise ignores theta (sensitivity as for
+one row although the bounding keeps theta rows), which the audit must catch.  Prints a markdown row.
 """
 from __future__ import annotations
 
@@ -22,60 +22,56 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from api import EncodedTable, synthesize_run  # noqa: E402
 from dataloader.encoding import Encoder  # noqa: E402
 from dataloader.schema import Run, parse_schema  # noqa: E402
 from lib.audit import AuditResult, epsilon_lower_bound  # noqa: E402
-from method import release as release_module  # noqa: E402
-from method.context import MethodOptions, RunContext  # noqa: E402
-from method.release import PrivateData, synthesize_run  # noqa: E402
+from lib.privacy.private_table import PrivateTable  # noqa: E402
+from method import METHODS  # noqa: E402
 
 BASE_ROWS = 300
-SCHEMA = parse_schema({"runs": [{"epsilon": 1, "delta": 1e-6, "max_records": 10_000}],
+SCHEMA = parse_schema({"runs": [{"epsilon": 1, "delta": 1e-6, "max_records": 10_000,
+                                 "max_records_per_individual": 1}],
                        "schema": {"X": {"dtype": "str", "values": ["a", "b", "c", "d", "e", "rare"]},
                                   "Y": {"dtype": "int", "values": [0, 1, 2]}}})
 RARE = 5
 
 
-def neighbours(theta: int, seed: int = 0) -> tuple[PrivateData, PrivateData]:
+def neighbours(theta: int, seed: int = 0) -> tuple[EncodedTable, EncodedTable]:
     """(D, D'): D' adds one individual whose theta rows all sit in the cell X = rare."""
     rng = np.random.default_rng(seed)
     codes = np.column_stack([rng.integers(0, RARE, BASE_ROWS), rng.integers(0, 3, BASE_ROWS)]).astype(np.int32)
     ids = np.arange(BASE_ROWS).astype(str).astype(object)
     extra = np.column_stack([np.full(theta, RARE), rng.integers(0, 3, theta)]).astype(np.int32)
-    with_ = PrivateData(np.vstack([codes, extra]), np.concatenate([ids, np.full(theta, "target", dtype=object)]))
-    return PrivateData(codes, ids), with_
-
-
-class _NoiseWithoutTheta(RunContext):
-    """A deliberately broken run context: rows are bounded to theta, but noise is scaled for one row."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.theta = 1
+    with_ = EncodedTable(np.vstack([codes, extra]), {},
+                         np.concatenate([ids, np.full(theta, "target", dtype=object)]))
+    return EncodedTable(codes, {}, ids), with_
 
 
 @contextmanager
 def broken_mechanism():
-    """Within the block, releases scale their noise without theta (for showing the audit catches it)."""
-    original = release_module.RunContext
-    release_module.RunContext = _NoiseWithoutTheta
+    """Within the block, private tables scale their noise for one row per individual, although
+    bounding keeps theta rows (for showing that the audit catches it)."""
+    original = PrivateTable._sensitivity
+    PrivateTable._sensitivity = lambda self, query: query.sensitivity(1)
     try:
         yield
     finally:
-        release_module.RunContext = original
+        PrivateTable._sensitivity = original
 
 
 def run_audit(method: str, epsilon: float, delta: float, theta: int, trials: int, seed: int = 0) -> AuditResult:
     """Audit ``method`` at (epsilon, delta) with an individual of ``theta`` rows (see the module doc)."""
     encoder = Encoder.fit(SCHEMA)
     run = Run(epsilon, delta, 10_000, theta)
-    options = MethodOptions(method, (), regime=None)
+    spec = METHODS[method]
+    options = spec.make_options()
     samples = []
     for data in neighbours(theta, seed):
         stats = np.empty(trials)
         for trial in range(trials):
             seeds = np.random.SeedSequence((seed, trial, len(data.codes))).spawn(3)
-            codes = synthesize_run(data, encoder, run, options, seeds).codes
+            codes = synthesize_run(data, encoder, None, run, spec, options, (), 1, seeds).result.codes
             stats[trial] = np.count_nonzero(codes[:, 0] == RARE)
         samples.append(stats)
     return epsilon_lower_bound(samples[0], samples[1], delta)

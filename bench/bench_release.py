@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.sprint2_generator import SPRINT2_PARAMS, generate  # noqa: E402
 
-STAGES = ("reading", "encoding", "bounding", "measuring", "consistency", "sampling", "decoding+writing")
+STAGES = ("reading", "encoding", "bounding", "measuring", "consistency", "sampling", "decoding", "writing")
 
 
 def ensure_tables(rows: int) -> tuple[Path, Path]:
@@ -61,10 +61,9 @@ def main() -> None:
            "--on-invalid", "clip"]
     proc, wall, peak_gb = run_timed(cmd)
     seconds = dict.fromkeys(STAGES, 0.0)
-    for stage, value in re.findall(r"(reading|encoding|bounding|measuring|consistency|sampling|decoding\+writing) "
-                                   r"([0-9.]+)s", proc.stderr):
+    for stage, value in re.findall(r"\b(" + "|".join(STAGES) + r") ([0-9.]+)s", proc.stderr):
         seconds[stage] += float(value)
-    rows_written = sum(int(n) for n in re.findall(r"(\d+) rows written", proc.stderr))
+    rows_written = sum(int(n) for n in re.findall(r"(\d+) rows;", proc.stderr))
     print("| rows | method | jobs | wall s | peak GB | " + " | ".join(f"{s} s" for s in STAGES) + " | rows written |")
     print("|" + "---|" * (6 + len(STAGES)))
     print(f"| {args.rows:,} | {args.method} | {args.jobs} | {wall:.1f} | {peak_gb:.2f} | "

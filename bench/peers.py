@@ -29,7 +29,7 @@ import time
 
 import numpy as np
 
-from lib.privacy import rho_from_eps_delta
+from lib.privacy.accounting import rho_from_eps_delta
 
 MST_ITERS = 3000
 AIM_ITERS = 300

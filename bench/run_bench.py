@@ -3,32 +3,37 @@
     python bench/run_bench.py [--datasets demo adult ct_drug_deaths] [--methods ...] [--eps 0.1 1 10]
                               [--seeds 3] [--out bench/out/run_bench.md]
 
-Each (dataset, method, epsilon, seed) runs in a forked process: wall time is the
-synthesis alone (encoded data in, codes out), peak memory is that process's largest
-resident set (it includes the loaded dataset).  The codes are decoded to a table and
-scored with the ``score`` command's code (lib/evaluation.py) against the real table:
+Each (dataset, method, epsilon, seed) runs in a forked process.  Our methods go through
+the Python API (api.release: validation, contribution bounding, encoding, synthesis,
+decoding), so wall time is that whole call on the in-memory table; peak memory is the
+process's largest resident set (it includes the loaded dataset).  The table is scored
+with the ``score`` command's code (evaluation/scoring.py) against the real table:
 Sprint-2 score (per group when the dataset has groups), mean 1/2/3-way TVD (100 random
 3-way marginals) and, with a target, the accuracy of a logistic regression trained on
 the synthetic table and tested on held-out real rows.  Means over seeds.
 
 Peers (``--methods mst aim``, bench/peers.py, after ``pip install -r requirements-bench.txt``):
-private-pgm's MST and AIM on the same integer codes, group columns as ordinary
-attributes, AIM with ``--aim-cap`` seconds of selection rounds.
+private-pgm's MST and AIM on the same integer codes (encoded as the release encodes
+them), group columns as ordinary attributes, AIM with ``--aim-cap`` seconds of
+selection rounds; wall time is their synthesis alone.
 
 Datasets:
 * demo: the bundled ACS excerpts (national 2018+2019), public MA+TX file, groups
-  PUMA × YEAR, delta 1e-10, target OWN_RENT;
+  PUMA × YEAR, delta 1e-10, target OWN_RENT (rows with an industry code outside the
+  schema dropped, as ./run.sh does);
 * adult: ../shared/data/adult_privatepgm, 14 integer-coded columns (domain from its
   json), no groups, no public file, delta 1e-9, target income>50K;
 * ct_drug_deaths: ../shared/data/ct_drug_deaths (DPSyn's preprocessed file, ID
   dropped), groups Date (year), delta 1e-9, target Fentanyl.  Its category sets are
   taken from the file itself (the benchmark convention of private-pgm's domain files;
   a real release would take them from a data dictionary), Age in [0, 100].
+Every dataset has one row per individual (max_records_per_individual 1).
 """
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import multiprocessing
 import resource
 import sys
@@ -42,52 +47,53 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from api import release  # noqa: E402
 from dataloader.encoding import Encoder  # noqa: E402
-from dataloader.io import read_table, validate  # noqa: E402
-from dataloader.schema import Schema, load_schema, parse_schema  # noqa: E402
-from lib.evaluation import EvaluationOptions, Evaluator  # noqa: E402
-from lib.privacy import Ledger  # noqa: E402
-from method import METHODS  # noqa: E402
-from method.context import MethodOptions, RunContext  # noqa: E402
+from dataloader.reading import read_csv_text, validate  # noqa: E402
+from dataloader.schema import parse_schema  # noqa: E402
+from evaluation.scoring import EvaluationOptions, Evaluator  # noqa: E402
 
 SHARED = ROOT.parent / "shared" / "data"
-VARIANTS = {"histogram": ("histogram", "all"), "dpsyn": ("dpsyn", "all"), "dpsyn-select": ("dpsyn", "select")}
+VARIANTS = {"histogram": ("histogram", {}), "dpsyn": ("dpsyn", {}), "dpsyn-select": ("dpsyn", {"marginals": "select"})}
 PEERS = ("mst", "aim")  # bench/peers.py; needs requirements-bench.txt
 
 
 @dataclass
 class Dataset:
     name: str
-    schema: Schema
-    real: pd.DataFrame  # text, as the score command reads it
-    codes: np.ndarray
-    public: np.ndarray | None
-    encoder: Encoder
+    schema: dict           # the parameters file's "schema" object
+    private: pd.DataFrame  # text, as the score command reads it; also the real table for scoring
+    public: pd.DataFrame | None
     groups: tuple[str, ...]
     delta: float
     target: str | None
+    on_invalid: str = "error"
+
+    def params(self, epsilon: float) -> dict:
+        return {"runs": [{"epsilon": epsilon, "delta": self.delta, "max_records": 10 ** 7,
+                          "max_records_per_individual": 1}], "schema": self.schema}
+
+    def codes(self) -> tuple[np.ndarray, Encoder]:
+        """The private table encoded as a release encodes it (for the peers)."""
+        schema = parse_schema(self.params(1.0))
+        public = None if self.public is None else validate(self.public, schema, "public", public=True)
+        encoder = Encoder.fit(schema, public)
+        return encoder.encode(validate(self.private, schema, "private", on_invalid=self.on_invalid)), encoder
 
 
 def demo() -> Dataset:
-    schema = load_schema(ROOT / "parameters.json")
-    public = validate(read_table(ROOT / "data/demo/public.csv", schema, "public", allow_extra=True), schema,
-                      "public", public=True)
-    text = read_table(ROOT / "data/demo/private.csv", schema, "private")
-    typed = validate(text, schema, "private", on_invalid="drop")
-    encoder = Encoder.fit(schema, public)
-    return Dataset("demo", schema, text, encoder.encode(typed), encoder.encode(public), encoder, ("PUMA", "YEAR"),
-                   1e-10, "OWN_RENT")
+    schema = json.loads((ROOT / "parameters.json").read_text())["schema"]
+    return Dataset("demo", schema, read_csv_text(ROOT / "data/demo/private.csv", "private"),
+                   read_csv_text(ROOT / "data/demo/public.csv", "public"), ("PUMA", "YEAR"), 1e-10, "OWN_RENT",
+                   "drop")
 
 
 def adult() -> Dataset:
     folder = SHARED / "adult_privatepgm"
     domain = json.loads((folder / "adult-domain.json").read_text())
-    schema = parse_schema({"runs": [{"epsilon": 1, "delta": 1e-9, "max_records": 10 ** 6}],
-                           "schema": {c: {"dtype": "int", "values": list(range(k))} for c, k in domain.items()}})
     text = pd.read_csv(folder / "adult.csv", dtype=str)[list(domain)]
-    encoder = Encoder.fit(schema)
-    return Dataset("adult", schema, text, encoder.encode(validate(text, schema, "adult")), None, encoder, (), 1e-9,
-                   "income>50K")
+    return Dataset("adult", {c: {"dtype": "int", "values": list(range(k))} for c, k in domain.items()}, text, None,
+                   (), 1e-9, "income>50K")
 
 
 def ct_drug_deaths() -> Dataset:
@@ -96,35 +102,34 @@ def ct_drug_deaths() -> Dataset:
     text = text.replace("", "NA")
     entries = {c: {"dtype": "str", "values": sorted(text[c].unique())} for c in text.columns if c != "Age"}
     entries["Age"] = {"dtype": "int", "min": 0, "max": 100}
-    schema = parse_schema({"runs": [{"epsilon": 1, "delta": 1e-9, "max_records": 10 ** 5}],
-                           "schema": {c: entries[c] for c in text.columns}})
-    encoder = Encoder.fit(schema)
-    return Dataset("ct_drug_deaths", schema, text, encoder.encode(validate(text, schema, "ct")), None, encoder,
-                   ("Date",), 1e-9, "Fentanyl")
+    return Dataset("ct_drug_deaths", {c: entries[c] for c in text.columns}, text, None, ("Date",), 1e-9, "Fentanyl")
 
 
 DATASETS = {"demo": demo, "adult": adult, "ct_drug_deaths": ct_drug_deaths}
 _DATA: Dataset | None = None  # the dataset of the current batch, inherited by forked runs
 
 
-def _one_run(args) -> tuple[np.ndarray, float, float]:
+def _one_run(args) -> tuple[pd.DataFrame, float, float]:
     variant, eps, seed, aim_cap = args
     data = _DATA
-    rng = np.random.default_rng(seed)
     start = time.perf_counter()
-    if variant == "mst":
+    if variant in PEERS:
         from bench import peers
-        codes = peers.mst(data.codes, data.encoder.sizes, data.encoder.names, eps, data.delta, rng)
-    elif variant == "aim":
-        from bench import peers
-        codes = peers.aim(data.codes, data.encoder.sizes, data.encoder.names, eps, data.delta, rng, aim_cap)
+        codes, encoder = data.codes()
+        rng = np.random.default_rng(seed)
+        start = time.perf_counter()
+        if variant == "mst":
+            out = peers.mst(codes, encoder.sizes, encoder.names, eps, data.delta, rng)
+        else:
+            out = peers.aim(codes, encoder.sizes, encoder.names, eps, data.delta, rng, aim_cap)
+        seconds = time.perf_counter() - start
+        table = encoder.decode(out, np.random.default_rng(seed))
     else:
-        method, marginals = VARIANTS[variant]
-        ctx = RunContext(data.encoder, MethodOptions(method, data.groups, marginals=marginals), 1, 10 ** 7,
-                         Ledger(eps, data.delta), rng, data.public)
-        codes = METHODS[method](data.codes, ctx)
-    seconds = time.perf_counter() - start
-    return codes, seconds, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        method, options = VARIANTS[variant]
+        (run,) = release(data.private, data.params(eps), data.public, method, options, seed=seed,
+                         group_columns=data.groups, on_invalid=data.on_invalid)
+        seconds, table = time.perf_counter() - start, run.table
+    return table, seconds, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def main() -> None:
@@ -139,21 +144,21 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "run_bench.md")
     args = parser.parse_args()
+    logging.basicConfig(level=logging.ERROR)  # every run is seeded on purpose: no per-run warning
     lines = ["| dataset | method | eps | Sprint-2 score | TVD 1-way | TVD 2-way | TVD 3-way | accuracy (synthetic-"
              "trained; real-trained) | wall s | peak MB |", "|---|---|---|---|---|---|---|---|---|---|"]
     print("\n".join(lines), flush=True)
     ctx = multiprocessing.get_context("fork")
     for name in args.datasets:
         _DATA = DATASETS[name]()
-        evaluator = Evaluator(_DATA.schema, _DATA.real,
+        evaluator = Evaluator(parse_schema(_DATA.params(1.0)), _DATA.private,
                               EvaluationOptions(group_columns=_DATA.groups, target=_DATA.target))
         for variant in args.methods:
             for eps in args.eps:
                 rows = []
                 for seed in range(args.seeds):
                     with ctx.Pool(1) as pool:
-                        codes, seconds, peak = pool.apply(_one_run, ((variant, eps, seed, args.aim_cap),))
-                    table = _DATA.encoder.decode(codes, np.random.default_rng(seed))
+                        table, seconds, peak = pool.apply(_one_run, ((variant, eps, seed, args.aim_cap),))
                     run = next(iter(evaluator.evaluate(table)["runs"].values()))
                     u = run.get("utility", {})
                     rows.append([run.get("sprint2_score", np.nan)] + [run["tvd"][k]["mean"] for k in

@@ -17,12 +17,13 @@ leaves [min, max]; encode(decode(c)) == c for every code.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Mapping
 
 import numpy as np
 import pandas as pd
 
-from dataloader.io import category_list
-from dataloader.schema import CATEGORICAL, Column, Schema
+from dataloader.schema import CATEGORICAL, Column, Schema, category_list
+from lib.domain import Domain
 
 DEFAULT_BINS = 20
 
@@ -142,6 +143,12 @@ class Encoder:
     def sizes(self) -> tuple[int, ...]:
         return tuple(c.size for c in self.coders)
 
+    @property
+    def domain(self) -> Domain:
+        """The public domain methods see: names, code counts, numeric columns' clip ranges."""
+        return Domain(tuple(self.names), self.sizes,
+                      {c.column.name: (c.column.low, c.column.high) for c in self.coders if c.categories is None})
+
     def coder(self, name: str) -> ColumnCoder:
         return self.coders[self.names.index(name)]
 
@@ -152,6 +159,21 @@ class Encoder:
             out[:, j] = coder.encode(typed[coder.column.name])
         return out
 
-    def decode(self, codes: np.ndarray, rng: np.random.Generator) -> pd.DataFrame:
-        """Typed frame (schema columns) for n × d codes; randomness only from ``rng``."""
-        return pd.DataFrame({c.column.name: c.decode(codes[:, j], rng) for j, c in enumerate(self.coders)})
+    def decode(self, codes: np.ndarray, rng: np.random.Generator,
+               raw: Mapping[str, np.ndarray] | None = None) -> pd.DataFrame:
+        """Typed frame (schema columns) for n × d codes: Categoricals for categorical columns,
+        numbers for numeric ones (nullable Int64 for integer columns; NA or NaN = the null
+        token).  ``raw`` gives values for numeric columns synthesized without bins, used instead
+        of their codes (clipped to the range, rounded in integer columns).  Randomness only
+        from ``rng``."""
+        raw = raw or {}
+        out = {}
+        for j, c in enumerate(self.coders):
+            col = c.column
+            if col.name in raw:
+                values = np.clip(np.asarray(raw[col.name], dtype=np.float64), col.low, col.high)
+                values = np.round(values) if col.integral else values
+            else:
+                values = c.decode(codes[:, j], rng)
+            out[col.name] = pd.array(values, dtype="Int64") if c.categories is None and col.integral else values
+        return pd.DataFrame(out)

@@ -1,7 +1,7 @@
 """The parameters file (NIST Sprint-2 format) parsed into a frozen, validated object.
 
-A parameters file holds ``runs`` (privacy budgets) and ``schema`` (one entry per
-column).  Column entries:
+A parameters file holds ``runs`` (privacy budgets: epsilon, delta, max_records and
+max_records_per_individual, all required) and ``schema`` (one entry per column).  Column entries:
 
 * categorical: ``values`` (strings or integers), optional ``dtype``;
 * bounded numeric: ``min`` and ``max`` (integers when ``dtype`` is an integer type);
@@ -73,6 +73,14 @@ class Column:
         else:
             text = f"unbounded {self.dtype}"
         return text + (f", null token {self.null!r}" if self.null is not None else "")
+
+
+def category_list(col: Column) -> list:
+    """Categories of a categorical column in code order: its values, then the null token if separate."""
+    cats = list(col.values)
+    if col.null is not None and col.null not in [str(v) for v in cats]:
+        cats.append(col.null)
+    return cats
 
 
 @dataclass(frozen=True)
@@ -172,14 +180,18 @@ def _parse_runs(raw_runs: object, problems: list[str]) -> list[Run]:
             continue
         bad = len(problems)
         eps, delta = r.get("epsilon"), r.get("delta")
-        mr, theta = r.get("max_records"), r.get("max_records_per_individual", 1)
+        mr, theta = r.get("max_records"), r.get("max_records_per_individual")
         if not _number(eps) or eps <= 0:
             problems.append(f"{where}: epsilon must be a number > 0, got {eps!r}")
         if not _number(delta) or not 0 < delta < 1:
             problems.append(f"{where}: delta must be a number in (0, 1), got {delta!r}")
         if not isinstance(mr, int) or isinstance(mr, bool) or mr < 1:
             problems.append(f"{where}: max_records must be an integer >= 1, got {mr!r}")
-        if not isinstance(theta, int) or isinstance(theta, bool) or theta < 1:
+        if theta is None:
+            problems.append(f"{where}: missing \"max_records_per_individual\" (the most rows one individual "
+                            f"may have; every noise scale follows it, so it has no default: write 1 for one "
+                            f"row per individual)")
+        elif not isinstance(theta, int) or isinstance(theta, bool) or theta < 1:
             problems.append(f"{where}: max_records_per_individual must be an integer >= 1, got {theta!r}")
         for key in sorted(set(r) - {"epsilon", "delta", "max_records", "max_records_per_individual"}):
             problems.append(f"{where}: unknown key \"{key}\"")

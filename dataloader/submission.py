@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dataloader.io import DataError, validate
+from dataloader.reading import DataError, validate
 from dataloader.schema import Schema
 
 

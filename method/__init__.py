@@ -1,4 +1,5 @@
-"""Synthesis strategies.  Each takes (codes, RunContext) and returns synthetic codes."""
+"""Synthesis strategies behind one protocol (method/base.py).  Adding a method: one module that
+defines ``METHOD`` and one line here."""
 from method import dpsyn, histogram
 
-METHODS = {"dpsyn": dpsyn.synthesize, "histogram": histogram.synthesize}
+METHODS = {m.name: m for m in (dpsyn.METHOD, histogram.METHOD)}

@@ -9,11 +9,10 @@ from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 
 import numpy as np
-from tqdm import tqdm
 
 from lib.consistency import fit_to_margins
 from lib.gum import GumOptions, gum
-from method.context import RunContext
+from lib.progress import progress
 
 log = logging.getLogger(__name__)
 
@@ -62,30 +61,31 @@ def _one_group(args) -> np.ndarray:
 
 
 def synthesize_groups(base: np.ndarray, per_group: np.ndarray, group_idx: list[int], targets,
-                      per_group_1way: dict, ctx: RunContext) -> np.ndarray:
+                      per_group_1way: dict, sizes: tuple[int, ...], rng: np.random.Generator, jobs: int = 1,
+                      reuse_equal_sizes: bool = False) -> np.ndarray:
     """Records of every group stacked in group order: ``per_group[g]`` rows drawn from ``base`` and
     GUM-updated toward ``targets`` (global marginals); where ``per_group_1way[column]`` gives the
     group's own 1-way marginal (rows = groups), the group's targets are the global ones fitted
-    to it.  Each group has its own child generator, so the result does not depend on ``ctx.options.jobs``."""
+    to it.  Each group has its own child of ``rng``, so the result does not depend on ``jobs``
+    (worker processes).  ``reuse_equal_sizes``: groups that share the global targets and a size
+    share one set of records (see ``_reuse_equal_sizes``)."""
     global _STATE
-    sizes = ctx.encoder.sizes
     group_shape = tuple(sizes[j] for j in group_idx)
     cells = np.flatnonzero(per_group)
-    rngs = ctx.rng.spawn(len(cells))
+    rngs = rng.spawn(len(cells))
     tasks = [(int(c), int(per_group[c]), r) for c, r in zip(cells, rngs)]
     stacked = bool(per_group_1way)
     if stacked:
         targets = per_group_targets(targets, per_group_1way, int(np.prod(group_shape)))
-    elif ctx.options.group_round > 1 and tasks:
+    elif reuse_equal_sizes and tasks:
         return _reuse_equal_sizes(tasks, base, group_idx, targets, sizes, group_shape)
     _STATE = (base, group_idx, targets, stacked, sizes, group_shape)
-    bar = tqdm(total=len(tasks), desc="groups", unit="group", leave=False,
-               disable=not log.isEnabledFor(logging.INFO) or len(tasks) < 2)
+    bar = progress(len(tasks), "groups", "group", log, minimum=2)
     try:
-        if ctx.options.jobs > 1 and len(tasks) > 1:
-            with ProcessPoolExecutor(ctx.options.jobs, mp_context=get_context("fork")) as pool:
+        if jobs > 1 and len(tasks) > 1:
+            with ProcessPoolExecutor(jobs, mp_context=get_context("fork")) as pool:
                 parts = []
-                for part in pool.map(_one_group, tasks, chunksize=max(1, len(tasks) // (8 * ctx.options.jobs))):
+                for part in pool.map(_one_group, tasks, chunksize=max(1, len(tasks) // (8 * jobs))):
                     parts.append(part)
                     bar.update()
         else:

@@ -15,9 +15,10 @@ import logging
 
 import numpy as np
 
-from lib.marginals import clip_and_normalise, count_marginal
-from lib.mechanisms import gaussian_measure
-from method.context import RunContext
+from lib.marginals import clip_and_normalise
+from lib.privacy.private_table import PrivateTable
+from lib.privacy.queries import Marginal
+from method.base import Method, PublicData, RunContext, SynthesisResult
 from method.groups import group_sizes
 
 log = logging.getLogger(__name__)
@@ -25,50 +26,37 @@ log = logging.getLogger(__name__)
 GROUP_COUNT_SHARE = 0.5
 
 
-def synthesize(codes: np.ndarray, ctx: RunContext) -> np.ndarray:
-    """Synthetic codes (m × d) from noisy group counts and 1-way marginals.
+def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext, options) -> SynthesisResult:
+    """Synthetic codes from noisy group counts and 1-way marginals (the public file is not used).
 
-    Privacy cost: exactly ``ctx.ledger.budget``, split over one Gaussian measurement of
-    the group counts (if any) and one per other column, each with L2 sensitivity theta.
+    Privacy cost: exactly the run's budget, split over one Gaussian measurement of the group
+    counts (if any) and one per other column.
     """
-    names, sizes = ctx.encoder.names, ctx.encoder.sizes
-    group_idx = [names.index(g) for g in ctx.options.group_columns]
-    other_idx = [j for j in range(len(names)) if j not in group_idx]
-    rho = ctx.ledger.budget
-    rho_groups = (GROUP_COUNT_SHARE if other_idx else 1.0) * rho if group_idx else 0.0
-    rho_each = (rho - rho_groups) / len(other_idx) if other_idx else 0.0
-
-    group_shape = tuple(sizes[j] for j in group_idx)
+    names = ctx.domain.names
+    groups = ctx.group_columns
+    others = [c for c in names if c not in groups]
+    rho = private.budget
+    rho_groups = (GROUP_COUNT_SHARE if others else 1.0) * rho if groups else 0.0
+    rho_each = (rho - rho_groups) / len(others) if others else 0.0
     with ctx.timed("measuring"):
-        groups, marginals = _measure(codes, ctx, group_idx, group_shape, other_idx, rho_groups, rho_each)
+        counts = None
+        if groups:
+            label = " × ".join(groups)
+            counts = private.measure(Marginal(groups), rho_groups, f"group counts ({label})")
+            log.info("histogram: group counts per %s get %.0f%% of rho (%.3g, noise sd %.3g per group)",
+                     label, 100 * rho_groups / rho, rho_groups, counts.sigma)
+        marginals = [private.measure(Marginal((c,)), rho_each) for c in others]
+        if marginals:
+            log.info("histogram: %d one-way marginals get %.0f%% of rho (%.3g each, noise sd %.3g per cell)",
+                     len(marginals), 100 * rho_each * len(marginals) / rho, rho_each, marginals[0].sigma)
     with ctx.timed("sampling"):
-        return _sample(ctx, groups, marginals, group_idx, other_idx, group_shape)
+        return SynthesisResult(_sample(ctx, counts, marginals))
 
 
-def _measure(codes, ctx, group_idx, group_shape, other_idx, rho_groups, rho_each):
-    names, sizes, rho = ctx.encoder.names, ctx.encoder.sizes, ctx.ledger.budget
-    groups = None
-    if group_idx:
-        label = " × ".join(ctx.options.group_columns)
-        groups = gaussian_measure(count_marginal(codes[:, group_idx], group_shape), ctx.options.group_columns,
-                                  ctx.theta, rho_groups, ctx.rng, ctx.ledger, f"group counts ({label})",
-                                  ctx.sensitivity_reason(f"counts per {label}"))
-        log.info("histogram: group counts per %s get %.0f%% of rho (%.3g, noise sd %.3g per group)",
-                 label, 100 * rho_groups / rho, rho_groups, groups.sigma)
-    marginals = [gaussian_measure(count_marginal(codes[:, j], (sizes[j],)), (names[j],), ctx.theta, rho_each,
-                                  ctx.rng, ctx.ledger, f"1-way marginal {names[j]}",
-                                  ctx.sensitivity_reason(f"1-way marginal of {names[j]}"))
-                 for j in other_idx]
-    if marginals:
-        log.info("histogram: %d one-way marginals get %.0f%% of rho (%.3g each, noise sd %.3g per cell)",
-                 len(marginals), 100 * rho_each * len(marginals) / rho, rho_each, marginals[0].sigma)
-    return groups, marginals
-
-
-def _sample(ctx, groups, marginals, group_idx, other_idx, group_shape):
-    sizes = ctx.encoder.sizes
-    if group_idx:
-        per_group = np.clip(np.rint(groups.noisy.ravel()), 0, None)
+def _sample(ctx: RunContext, counts, marginals) -> np.ndarray:
+    domain, groups = ctx.domain, ctx.group_columns
+    if groups:
+        per_group = np.clip(np.rint(counts.noisy.ravel()), 0, None)
     else:  # inverse-variance weighted mean of the marginals' noisy totals (post-processing)
         weights = np.array([1.0 / (m.noisy.size * m.sigma ** 2) for m in marginals])
         totals = np.array([m.total for m in marginals])
@@ -76,11 +64,15 @@ def _sample(ctx, groups, marginals, group_idx, other_idx, group_shape):
     per_group = group_sizes(per_group, ctx.max_records)
 
     n = int(per_group.sum())
-    out = np.empty((n, len(sizes)), dtype=np.int32)
-    if group_idx:
+    out = np.empty((n, len(domain.names)), dtype=np.int32)
+    if groups:
         cells = np.repeat(np.arange(per_group.size), per_group.astype(np.int64))
-        out[:, group_idx] = np.column_stack(np.unravel_index(cells, group_shape))
-    for j, m in zip(other_idx, marginals):
-        out[:, j] = ctx.rng.choice(sizes[j], size=n, p=clip_and_normalise(m.noisy))
+        out[:, domain.indices(groups)] = np.column_stack(np.unravel_index(cells, domain.shape(groups)))
+    for m in marginals:
+        (column,) = m.attrs
+        out[:, domain.index(column)] = ctx.rng.choice(domain.size((column,)), size=n, p=clip_and_normalise(m.noisy))
     return out
 
+
+METHOD = Method("histogram", "the textbook baseline: noisy group counts and independent noisy 1-way marginals",
+                synthesize)

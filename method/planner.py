@@ -15,7 +15,8 @@ fraction of the run's rho, so the shares sum exactly to the run's budget.  Witho
 a public file the "public" regime measures noisy 1-way marginals with half of
 what would go to group counts (there are no public marginals to fall back on).
 Without group columns the group-count share goes to the marginals, and the
-noisy total N~ sets the number of records.
+noisy total N~ sets the number of records; when every column is a group column, the
+marginal share goes to the group counts.
 """
 from __future__ import annotations
 
@@ -75,10 +76,12 @@ def total_share(epsilon: float, theta: int) -> float:
 
 
 def make_plan(epsilon: float, theta: int, noisy_total: float | None, has_groups: bool, has_public: bool,
-              forced: str | None = None) -> Plan:
+              forced: str | None = None, columns: int = 2) -> Plan:
     """The write-up's regime choice and shares for one run; ``forced`` overrides the regime.
 
     ``noisy_total`` is given exactly when ``needs_total`` says so (bought with ``total_share``).
+    ``columns``: how many non-group columns there are; with none, the marginal share goes
+    to the group counts.
     """
     t = Thresholds.for_theta(theta)
     total_eps, tau1, tau2 = 0.0, 0.0, 0.0
@@ -111,4 +114,7 @@ def make_plan(epsilon: float, theta: int, noisy_total: float | None, has_groups:
     if not has_groups:
         marginal_eps += group_eps
         group_eps = 0.0
+    elif columns == 0:
+        group_eps += marginal_eps
+        marginal_eps = 0.0
     return Plan(regime, total_eps / epsilon, group_eps / epsilon, marginal_eps / epsilon)

@@ -26,3 +26,23 @@ def write_params(path: Path, schema: dict, runs: list | None = None) -> Path:
     runs = runs or [{"epsilon": 1.0, "delta": 1e-9, "max_records": 1000, "max_records_per_individual": 1}]
     path.write_text(json.dumps({"runs": runs, "schema": schema}))
     return path
+
+
+def run_method(method: str, encoder, codes, theta: int = 1, epsilon: float = 1.0, delta: float = 1e-9,
+               groups: tuple = (), max_records: int = 10 ** 6, seed: int = 0, public=None, numeric=None, **options):
+    """Run a registered method on ``codes`` through a PrivateTable; returns (codes out, ledger)."""
+    import numpy as np
+
+    from lib.privacy.accounting import Ledger
+    from lib.privacy.private_table import PrivateTable
+    from method import METHODS
+    from method.base import RunContext
+
+    spec = METHODS[method]
+    domain = encoder.domain
+    ledger = Ledger(epsilon, delta)
+    rng = np.random.default_rng(seed)
+    numeric = numeric if numeric is not None else {c: np.zeros(len(codes)) for c in domain.ranges}
+    private = PrivateTable(codes, numeric, domain, theta, ledger, rng)
+    ctx = RunContext(domain, epsilon, delta, max_records, tuple(groups), 1, rng)
+    return spec.synthesize(private, public, ctx, spec.make_options(options)).codes, ledger

@@ -6,16 +6,17 @@ import pandas as pd
 import pytest
 
 import main
-from dataloader.evaluation_codes import SPRINT2_EDGES, encode_for_evaluation, evaluation_coders
 from dataloader.schema import parse_schema
-from lib.evaluation import WARNING, EvaluationOptions, Evaluator
-from lib.utility import UtilityTest, _rates
+from evaluation.binning import SPRINT2_EDGES, encode_for_evaluation, evaluation_coders
+from evaluation.scoring import WARNING, EvaluationOptions, Evaluator
+from evaluation.utility import UtilityTest, _rates
 from tests.conftest import write_params
 
 SCHEMA_RAW = {"G": {"dtype": "str", "values": ["g1", "g2"]},
               "X": {"dtype": "str", "values": ["a", "b", "c"]},
               "AGE": {"dtype": "int", "min": 0, "max": 99}}
-SCHEMA = parse_schema({"runs": [{"epsilon": 1, "delta": 1e-9, "max_records": 10 ** 5}], "schema": SCHEMA_RAW})
+RUNS = [{"epsilon": 1, "delta": 1e-9, "max_records": 10 ** 5, "max_records_per_individual": 1}]
+SCHEMA = parse_schema({"runs": RUNS, "schema": SCHEMA_RAW})
 BY_G = EvaluationOptions(group_columns=("G",))
 
 
@@ -100,7 +101,7 @@ def test_group_rates_by_hand():
 
 
 def test_classifier_learns_a_determined_target_from_synthetic_data():
-    schema = parse_schema({"runs": [{"epsilon": 1, "delta": 1e-9, "max_records": 10 ** 5}],
+    schema = parse_schema({"runs": RUNS,
                            "schema": {"S": {"dtype": "str", "values": ["m", "f"]},
                                       "X": {"dtype": "str", "values": ["a", "b"]},
                                       "Y": {"dtype": "int", "values": [0, 1]}}})

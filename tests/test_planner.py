@@ -4,12 +4,10 @@ import pytest
 
 from dataloader.encoding import Encoder
 from dataloader.schema import parse_schema
-from lib.mechanisms import QUANTUM_BITS
-from lib.privacy import Ledger, eps_from_rho_delta
-from method.context import MethodOptions, RunContext
-from method.dpsyn import synthesize
-from method.histogram import synthesize as histogram
+from lib.privacy.accounting import eps_from_rho_delta
+from lib.privacy.mechanisms import QUANTUM_BITS
 from method.planner import MARGINAL_CHOICES, ONE_WAY, PUBLIC, REGIMES, SELECT, TWO_WAY, make_plan, needs_total
+from tests.conftest import run_method
 
 
 @pytest.mark.parametrize("eps,theta,n,regime", [
@@ -39,7 +37,7 @@ def test_without_public_file_or_groups_every_regime_still_measures_marginals():
         assert plan.group_share == 0 and plan.total_share > 0
 
 
-SCHEMA = parse_schema({"runs": [{"epsilon": 1, "delta": 1e-9, "max_records": 10_000}],
+SCHEMA = parse_schema({"runs": [{"epsilon": 1, "delta": 1e-9, "max_records": 10_000, "max_records_per_individual": 1}],
                        "schema": {"G": {"dtype": "str", "values": ["a", "b", "c"]},
                                   "X": {"dtype": "int", "values": [0, 1, 2, 3]},
                                   "Y": {"dtype": "int", "values": [0, 1]},
@@ -53,10 +51,8 @@ def test_dpsyn_spends_exactly_the_budget_in_every_regime(regime, groups, margina
     rng = np.random.default_rng(0)
     encoder = Encoder.fit(SCHEMA)
     codes = np.column_stack([rng.integers(0, s, 3000) for s in encoder.sizes]).astype(np.int32)
-    ledger = Ledger(1.0, 1e-9)
-    ctx = RunContext(encoder, MethodOptions("dpsyn", groups, regime=regime, marginals=marginals), 2, 10_000,
-                     ledger, np.random.default_rng(1))
-    out = synthesize(codes, ctx)
+    out, ledger = run_method("dpsyn", encoder, codes, theta=2, groups=groups, max_records=10_000, seed=1,
+                             regime=regime, marginals=marginals)
     assert sum(c.rho for c in ledger.charges) == pytest.approx(ledger.budget, rel=1e-9)
     assert ledger.spent <= ledger.budget * (1 + 1e-12)
     pairs = len(encoder.names) - len(groups)
@@ -78,9 +74,8 @@ def test_histogram_spends_exactly_the_budget(groups):
     rng = np.random.default_rng(0)
     encoder = Encoder.fit(SCHEMA)
     codes = np.column_stack([rng.integers(0, s, 3000) for s in encoder.sizes]).astype(np.int32)
-    ledger = Ledger(0.5, 1e-9)
-    histogram(codes, RunContext(encoder, MethodOptions("histogram", groups), 3, 10_000, ledger,
-                                np.random.default_rng(1)))
+    _, ledger = run_method("histogram", encoder, codes, theta=3, epsilon=0.5, groups=groups, max_records=10_000,
+                           seed=1)
     assert sum(c.rho for c in ledger.charges) == pytest.approx(ledger.budget, rel=1e-12)
     assert ledger.spent <= ledger.budget * (1 + 1e-12)
     assert eps_from_rho_delta(ledger.spent, 1e-9) <= 0.5 * (1 + 1e-9)

@@ -8,10 +8,7 @@ import pytest
 import main
 from dataloader.encoding import Encoder
 from dataloader.schema import load_schema
-from lib.privacy import Ledger
-from method.context import MethodOptions, RunContext
-from method.histogram import synthesize
-from tests.conftest import write_params
+from tests.conftest import run_method, write_params
 
 
 def run_main(argv, capsys):
@@ -101,23 +98,19 @@ def test_noise_scale_grows_with_theta(sprint2_files):
     codes = np.zeros((50, len(schema.columns)), dtype=np.int32)
     sigmas = {}
     for theta in (1, 7):
-        ctx = RunContext(encoder, MethodOptions("histogram", ("PUMA", "YEAR")), theta, 1000, Ledger(1.0, 1e-9),
-                         np.random.default_rng(0))
-        synthesize(codes, ctx)
-        assert ctx.ledger.spent == pytest.approx(ctx.ledger.budget, rel=1e-12)
-        assert all(c.sensitivity == theta for c in ctx.ledger.charges)
-        sigmas[theta] = np.array([c.noise_scale for c in ctx.ledger.charges])
+        _, ledger = run_method("histogram", encoder, codes, theta=theta, groups=("PUMA", "YEAR"), max_records=1000)
+        assert ledger.spent == pytest.approx(ledger.budget, rel=1e-12)
+        assert all(c.sensitivity == theta for c in ledger.charges)
+        sigmas[theta] = np.array([c.noise_scale for c in ledger.charges])
     assert np.allclose(sigmas[7], 7 * sigmas[1])
 
 
 def test_histogram_without_groups_spends_whole_budget_on_marginals(sprint2_files):
     schema, encoder = sprint2_encoder(sprint2_files[0])
     codes = np.zeros((500, len(schema.columns)), dtype=np.int32)
-    ctx = RunContext(encoder, MethodOptions("histogram", ()), 1, 10_000, Ledger(10.0, 1e-9),
-                     np.random.default_rng(0))
-    out = synthesize(codes, ctx)
-    assert len(ctx.ledger.charges) == len(schema.columns)
-    assert ctx.ledger.spent == pytest.approx(ctx.ledger.budget, rel=1e-12)
+    out, ledger = run_method("histogram", encoder, codes, epsilon=10.0, max_records=10_000)
+    assert len(ledger.charges) == len(schema.columns)
+    assert ledger.spent == pytest.approx(ledger.budget, rel=1e-12)
     assert abs(len(out) - 500) < 50 and (out == 0).mean() > 0.9
 
 
@@ -141,9 +134,9 @@ def bad_input_cases(tmp_path):
     malformed = tmp_path / "malformed.json"
     malformed.write_text('{"runs": [{"epsilon": 1,}]')
     eps0 = write_params(tmp_path / "eps0.json", GOOD_SCHEMA,
-                        [{"epsilon": 0, "delta": 1e-9, "max_records": 10}])
+                        [{"epsilon": 0, "delta": 1e-9, "max_records": 10, "max_records_per_individual": 1}])
     delta1 = write_params(tmp_path / "delta1.json", GOOD_SCHEMA,
-                          [{"epsilon": 1, "delta": 1.0, "max_records": 10}])
+                          [{"epsilon": 1, "delta": 1.0, "max_records": 10, "max_records_per_individual": 1}])
     unbounded = write_params(tmp_path / "unbounded.json", {**GOOD_SCHEMA, "INC": {"dtype": "float"}})
     blocker = tmp_path / "a_file"
     blocker.write_text("x")
@@ -182,11 +175,11 @@ def test_bad_input_matrix(tmp_path, capsys):
 
 def test_failure_midway_leaves_no_partial_files(sprint2_files, tmp_path, capsys, monkeypatch):
     params, private, public = sprint2_files
-    import method.release as release
+    import api
 
     def explode(*args, **kwargs):
         raise OSError("disk full (simulated)")
-    monkeypatch.setattr(release.SubmissionWriter, "write", explode)
+    monkeypatch.setattr(api.SubmissionWriter, "write", explode)
     out = tmp_path / "out" / "sub.csv"
     code, err = run_main(release_args(params, private, public, out, "--seed", "1"), capsys)
     assert code != 0 and "disk full" in err
@@ -215,14 +208,14 @@ def test_a_signal_midway_leaves_no_files_and_exits_130(sprint2_files, tmp_path, 
     import os
     import signal
 
-    import method.release as release
+    import api
     params, private, public = sprint2_files
-    real_run = release.synthesize_run
+    real_run = api.synthesize_run
 
     def signalled(*args, **kwargs):
         os.kill(os.getpid(), getattr(signal, sig))  # SIGTERM's handler and SIGINT both raise KeyboardInterrupt
         return real_run(*args, **kwargs)
-    monkeypatch.setattr(release, "synthesize_run", signalled)
+    monkeypatch.setattr(api, "synthesize_run", signalled)
     previous = signal.getsignal(signal.SIGTERM)
     out = tmp_path / "out" / "sub.csv"
     try:

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from lib.audit import chi_square_gof, discrete_gaussian_pmf, discrete_laplace_pmf
-from lib.mechanisms import QUANTUM_BITS, gaussian_measure
-from lib.privacy import Ledger
-from lib.samplers import (SAMPLER_NAME, WordStream, discrete_gaussian, discrete_laplace, draw_words,
-                          gaussian_parameters, ref_gaussian, ref_laplace)
+from lib.privacy.accounting import Ledger
+from lib.privacy.mechanisms import QUANTUM_BITS, gaussian_mechanism
+from lib.privacy.samplers import (SAMPLER_NAME, WordStream, discrete_gaussian, discrete_laplace, draw_words,
+                                  gaussian_parameters, ref_gaussian, ref_laplace)
 
 ALPHA = 1e-3
 N = 20_000
@@ -86,23 +86,25 @@ def test_parameters_round_the_variance_up_and_refuse_unusable_scales():
 def test_measure_adds_integer_noise_to_counts_and_records_the_sampler():
     ledger = Ledger(1.0, 1e-6)
     counts = np.arange(12, dtype=np.int64).reshape(3, 4)
-    m = gaussian_measure(counts, ("a", "b"), 2.0, 0.01, np.random.default_rng(0), ledger, "step", "why")
-    assert m.noisy.shape == (3, 4) and np.all(m.noisy == np.rint(m.noisy)) and not np.all(m.noisy == counts)
+    noisy, sigma, rho = gaussian_mechanism(lambda: counts, 12, True, 2.0, 0.01, np.random.default_rng(0), ledger,
+                                           "step", "why")
+    assert noisy.shape == (3, 4) and np.all(noisy == np.rint(noisy)) and not np.all(noisy == counts)
     (c,) = ledger.charges
-    assert c.mechanism == "discrete Gaussian" and c.sampler == SAMPLER_NAME
-    assert c.sensitivity == 2.0 and c.noise_scale == m.sigma >= 2.0 / math.sqrt(0.02)
+    assert c.mechanism == "discrete Gaussian" and c.sampler == SAMPLER_NAME and rho == c.rho == 0.01
+    assert c.sensitivity == 2.0 and c.noise_scale == sigma >= 2.0 / math.sqrt(0.02)
     assert c.rho >= c.sensitivity ** 2 / (2 * c.noise_scale ** 2)
 
 
 def test_measure_rounds_real_values_and_pays_for_the_rounding():
     ledger = Ledger(1.0, 1e-6)
     values = np.array([0.3, 1.7, 1e4 + 0.123])
-    m = gaussian_measure(values, ("pair",), 4.0, 0.01, np.random.default_rng(0), ledger, "scores", "why")
+    noisy, _, _ = gaussian_mechanism(lambda: values, 3, False, 4.0, 0.01, np.random.default_rng(0), ledger,
+                                     "scores", "why")
     (c,) = ledger.charges
     assert 4.0 < c.sensitivity <= 4.0 * (1 + 2.0 ** -QUANTUM_BITS)
     assert "rounded" in c.sensitivity_reason and c.noise_scale >= c.sensitivity / math.sqrt(0.02)
     step = 2.0 ** math.floor(math.log2(4.0 / math.sqrt(3)) - QUANTUM_BITS)
-    assert np.allclose(m.noisy / step, np.rint(m.noisy / step))
+    assert np.allclose(noisy / step, np.rint(noisy / step))
 
 
 def test_seeded_draws_repeat_and_unseeded_differ():

@@ -31,18 +31,25 @@ def test_unbounded_numeric_needs_a_range_naming_each_column():
 
 
 def test_range_bins_and_null_in_schema_entry():
-    schema = parse_schema({"runs": [{"epsilon": 1, "delta": 1e-9, "max_records": 10}],
+    schema = parse_schema({"runs": [{"epsilon": 1, "delta": 1e-9, "max_records": 10, "max_records_per_individual": 3}],
                            "schema": {"INC": {"dtype": "int32", "min": -10, "max": 1000, "bins": [0, 100, 500],
                                               "null": "N"},
                                       "W": {"dtype": "float", "min": 0, "max": 1, "bins": 4}}})
     inc = schema.column("INC")
     assert (inc.low, inc.high, inc.bins, inc.null) == (-10, 1000, (0.0, 100.0, 500.0), "N")
     assert schema.column("W").bins == 4
-    assert schema.runs[0].max_records_per_individual == 1
+    assert schema.runs[0].max_records_per_individual == 3
+
+
+def test_a_run_without_max_records_per_individual_is_an_error():
+    """It sets every noise scale, so it has no silent default (it once became 1)."""
+    with pytest.raises(SchemaError, match="runs\\[0\\]: missing \"max_records_per_individual\""):
+        parse_schema({"runs": [{"epsilon": 1, "delta": 1e-9, "max_records": 10}],
+                      "schema": {"A": {"values": [1, 2]}}})
 
 
 def test_every_problem_is_reported_at_once():
-    raw = {"runs": [{"epsilon": 0, "delta": 1.5, "max_records": 10},
+    raw = {"runs": [{"epsilon": 0, "delta": 1.5, "max_records": 10, "max_records_per_individual": 1},
                     {"epsilon": 1, "delta": 1e-9, "max_records": 0, "max_records_per_individual": 0}],
            "schema": {"A": {"values": []}, "B": {"dtype": "float", "min": 5}, "C": {"dtype": "weird"},
                       "D": {"values": [1, "x"]}, "E": {"dtype": "int", "min": 0, "max": 5, "bins": [3, 2]},

@@ -7,11 +7,17 @@ import pytest
 
 from dataloader.encoding import Encoder
 from dataloader.schema import parse_schema
-from lib.privacy import Ledger
-from method.context import MethodOptions, RunContext
-from method.dpsyn import synthesize
+from lib.marginals import count_marginal
+from lib.privacy.queries import independence_gap
 from method.planner import ONE_WAY
-from method.selection import allocate, greedy_pairs, independence_gap
+from method.selection import allocate, greedy_pairs
+from tests.conftest import run_method
+
+RUNS = [{"epsilon": 1, "delta": 1e-9, "max_records": 10 ** 5, "max_records_per_individual": 1}]
+
+
+def gap(codes, sizes):
+    return independence_gap(count_marginal(codes, sizes))
 
 
 def test_one_record_moves_the_independence_gap_by_at_most_four():
@@ -24,8 +30,7 @@ def test_one_record_moves_the_independence_gap_by_at_most_four():
             if rng.random() < 0.5:  # skewed tables push the product term hardest
                 codes[: n // 2] = 0
             extra = np.array([[rng.integers(0, 3), rng.integers(0, 4)]])
-            change = abs(independence_gap(np.vstack([codes, extra]), 0, 1, sizes)
-                         - independence_gap(codes, 0, 1, sizes))
+            change = abs(gap(np.vstack([codes, extra]), sizes) - gap(codes, sizes))
             worst = max(worst, change)
     assert 1.0 <= worst <= 4.0
 
@@ -47,23 +52,20 @@ def test_allocation_is_proportional_to_cells_two_thirds_and_sums_exactly():
 
 
 def test_selection_measures_the_dependent_pair_on_real_structure():
-    schema = parse_schema({"runs": [{"epsilon": 1, "delta": 1e-9, "max_records": 10 ** 5}],
-                           "schema": {c: {"dtype": "int", "values": list(range(4))} for c in "ABCD"}})
+    schema = parse_schema({"runs": RUNS, "schema": {c: {"dtype": "int", "values": list(range(4))} for c in "ABCD"}})
     encoder = Encoder.fit(schema)
     rng = np.random.default_rng(3)
     a = rng.integers(0, 4, 20_000)
     codes = np.column_stack([a, (a + (rng.random(20_000) < 0.1)) % 4, rng.integers(0, 4, 20_000),
                              rng.integers(0, 4, 20_000)]).astype(np.int32)
-    ledger = Ledger(0.1, 1e-9)
-    ctx = RunContext(encoder, MethodOptions("dpsyn", (), regime=ONE_WAY, marginals="select"), 1, 10 ** 5,
-                     ledger, np.random.default_rng(0))
-    synthesize(codes, ctx)
+    _, ledger = run_method("dpsyn", encoder, codes, epsilon=0.1, max_records=10 ** 5, regime=ONE_WAY,
+                           marginals="select")
     two_way = [c.step for c in ledger.charges if c.step.startswith("2-way")]
     assert two_way[0] == "2-way marginal A × B" and len(two_way) < 6  # the strongest first, not all
 
 
 def test_equal_rounded_group_sizes_share_one_set_of_records():
-    schema = parse_schema({"runs": [{"epsilon": 1, "delta": 1e-9, "max_records": 10 ** 5}],
+    schema = parse_schema({"runs": RUNS,
                            "schema": {"G": {"dtype": "int", "values": list(range(6))},
                                       "X": {"dtype": "int", "values": list(range(5))},
                                       "Y": {"dtype": "int", "values": list(range(3))}}})
@@ -71,9 +73,8 @@ def test_equal_rounded_group_sizes_share_one_set_of_records():
     rng = np.random.default_rng(0)
     codes = np.column_stack([np.repeat(np.arange(6), 500), rng.integers(0, 5, 3000),
                              rng.integers(0, 3, 3000)]).astype(np.int32)
-    ctx = RunContext(encoder, MethodOptions("dpsyn", ("G",), regime=ONE_WAY, group_round=100), 1, 10 ** 5,
-                     Ledger(5.0, 1e-9), np.random.default_rng(0))
-    out = synthesize(codes, ctx)
+    out, _ = run_method("dpsyn", encoder, codes, epsilon=5.0, groups=("G",), max_records=10 ** 5, regime=ONE_WAY,
+                        group_round=100)
     blocks = [out[out[:, 0] == g][:, 1:] for g in range(6)]
     assert all(len(b) == 500 for b in blocks)
     assert all(np.array_equal(blocks[0], b) for b in blocks[1:])

@@ -24,8 +24,8 @@ import numpy as np
 import pandas as pd
 
 from dataloader.encoding import DEFAULT_BINS, numeric_edges
-from dataloader.io import category_codes, category_list
-from dataloader.schema import CATEGORICAL, Column, Schema
+from dataloader.reading import category_codes
+from dataloader.schema import CATEGORICAL, Column, Schema, category_list
 
 _QUARTER_HOURS = [h * 100 + m for h in range(24) for m in (0, 15, 30, 45)]
 SPRINT2_EDGES = {
@@ -59,7 +59,7 @@ class EvaluationCoder:
             return codes, int(outside.sum())
         text = values.astype(str).str.strip() if values.dtype == object or isinstance(values.dtype, pd.StringDtype) \
             else None
-        numbers = pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64, copy=True)
+        numbers = pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan, copy=True)
         nbins = len(self.edges) - 1
         codes = (np.searchsorted(self.edges, numbers, side="left") - 1).clip(0, nbins - 1).astype(np.int32)
         is_null = np.isnan(numbers)

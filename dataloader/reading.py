@@ -1,9 +1,10 @@
-"""Typed CSV reading, validation against the schema, and atomic writing.
+"""Reading tables and validating them against the schema.
 
-``read_table`` reads every cell as text (pyarrow engine), checks the header, and
-``validate`` turns the text into typed columns: categorical columns become pandas
-Categoricals whose categories are ``category_list(column)`` (the schema's values,
-plus the null token when it is not one of them); numeric columns become float64
+``read_csv_text`` reads a CSV with every cell as text (pyarrow engine); ``as_text`` turns
+a DataFrame handed to the Python API into the same text form; ``check_columns`` checks
+either one's header; ``validate`` turns the text into typed columns: categorical columns
+become pandas Categoricals whose categories are ``category_list(column)`` (the schema's
+values, plus the null token when it is not one of them); numeric columns become float64
 with NaN standing for the null token.  Values outside the schema are counted per
 column and handled by the ``on_invalid`` policy (error, clip, drop); nothing is
 changed without a log line saying what and how many (for the private file the counts
@@ -12,21 +13,15 @@ are withheld unless the curator asks for them: see ``validate``).
 from __future__ import annotations
 
 import csv
-import io
 import logging
-import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.csv as pa_csv
 
-from dataloader.schema import CATEGORICAL, Column, Schema
+from dataloader.schema import CATEGORICAL, Column, Schema, category_list
 
 log = logging.getLogger(__name__)
 
@@ -37,16 +32,8 @@ class DataError(ValueError):
     """Bad input data: the message is one line that names the file and the problem."""
 
 
-def category_list(col: Column) -> list:
-    """Categories of a categorical column in code order: its values, then the null token if separate."""
-    cats = list(col.values)
-    if col.null is not None and col.null not in [str(v) for v in cats]:
-        cats.append(col.null)
-    return cats
-
-
 def read_header(path: str | Path) -> list[str]:
-    """Column names of a CSV's first line; [] when it cannot be read (read_table then says why)."""
+    """Column names of a CSV's first line; [] when it cannot be read (read_csv_text then says why)."""
     try:
         with open(path, newline="") as f:
             return [c.strip() for c in next(csv.reader(f), [])]
@@ -54,11 +41,9 @@ def read_header(path: str | Path) -> list[str]:
         return []
 
 
-def read_table(path: str | Path, schema: Schema, what: str, id_column: str | None = None,
-               allow_extra: bool = False, private: bool = False) -> pd.DataFrame:
-    """Read a CSV as text; require every schema column (and ``id_column`` if given).
+def read_csv_text(path: str | Path, what: str, private: bool = False) -> pd.DataFrame:
+    """Every cell of the CSV at ``path`` as text (header stripped).
 
-    Extra columns are an error unless ``allow_extra`` (then they are dropped with a log line).
     ``private``: a parse error names the row's problem but not its text.
     """
     path = Path(path)
@@ -73,24 +58,64 @@ def read_table(path: str | Path, schema: Schema, what: str, id_column: str | Non
         if private:  # pyarrow appends the offending row: "Expected 2 columns, got 3: <row>"
             first = re.sub(r"(got \d+): .*", r"\1 (row text withheld: private data)", first)
         raise DataError(f"{what} {path}: cannot parse as CSV: {first}") from None
-    header = [str(c).strip() for c in df.columns]
-    df.columns = header
+    df.columns = [str(c).strip() for c in df.columns]
+    return df
+
+
+def as_text(df: pd.DataFrame) -> pd.DataFrame:
+    """A DataFrame's cells as the text ``read_csv_text`` would give: str() of each value,
+    whole floats without ".0" (a column of ints with a gap reads as floats), missing cells
+    (NaN, None, NA) empty."""
+    def text(series: pd.Series) -> pd.Series:
+        missing = series.isna().to_numpy()
+        if pd.api.types.is_float_dtype(series.dtype):
+            values = series.to_numpy(dtype=np.float64, na_value=np.nan)
+            whole = ~missing & (values == np.round(values)) & (np.abs(values) < 2 ** 53)
+            out = np.where(whole, np.where(whole, values, 0).astype(np.int64).astype(str), series.astype(str))
+            return pd.Series(np.where(missing, "", out), index=series.index)
+        return series.astype(str).where(~missing, "")
+    return pd.DataFrame({str(c).strip(): text(df[c]) for c in df.columns}, index=df.index)
+
+
+def check_columns(df: pd.DataFrame, schema: Schema, what: str, id_column: str | None = None,
+                  allow_extra: bool = False) -> pd.DataFrame:
+    """The schema columns (and ``id_column``) of a text table, in order; one DataError per problem.
+
+    Every schema column is required; extra columns are an error unless ``allow_extra`` (then
+    they are dropped with a log line); a header-only table is an error.
+    """
+    header = list(df.columns)
     wanted = schema.names + ([id_column] if id_column else [])
     missing = [c for c in wanted if c not in header]
     if missing:
-        raise DataError(f"{what} {path}: missing column(s) {', '.join(missing)}")
+        raise DataError(f"{what}: missing column(s) {', '.join(missing)}")
     if len(set(header)) != len(header):
         dup = sorted({c for c in header if header.count(c) > 1})
-        raise DataError(f"{what} {path}: duplicate column(s) {', '.join(dup)}")
+        raise DataError(f"{what}: duplicate column(s) {', '.join(dup)}")
     extra = [c for c in header if c not in wanted]
     if extra and not allow_extra:
-        raise DataError(f"{what} {path}: column(s) not in the schema: {', '.join(extra)} "
+        raise DataError(f"{what}: column(s) not in the schema: {', '.join(extra)} "
                         f"(remove them, or name the individual-id column with --id-column)")
     if extra:
         log.info("%s: ignoring column(s) not in the schema: %s", what, ", ".join(extra))
     if len(df) == 0:
-        raise DataError(f"{what} {path}: has a header but no rows")
+        raise DataError(f"{what}: has a header but no rows")
     return df[wanted]
+
+
+def read_table(path: str | Path, schema: Schema, what: str, id_column: str | None = None,
+               allow_extra: bool = False, private: bool = False) -> pd.DataFrame:
+    """``read_csv_text`` then ``check_columns``; messages name the file."""
+    return check_columns(read_csv_text(path, what, private), schema, f"{what} {Path(path)}", id_column,
+                         allow_extra)
+
+
+def individual_ids(text: pd.Series, what: str) -> np.ndarray:
+    """Each row's individual id, stripped; a blank id is an error (no count: the ids are private)."""
+    ids = text.astype(str).str.strip()
+    if (ids == "").any():
+        raise DataError(f"{what}: column {text.name} has blank individual ids; every row needs one")
+    return ids.to_numpy(dtype=object)
 
 
 @dataclass
@@ -215,88 +240,3 @@ def public_ranges(public: pd.DataFrame, schema: Schema) -> dict[str, tuple[float
         if len(v):
             ranges[name] = (float(v.min()), float(v.max()))
     return ranges
-
-
-class StagedFiles:
-    """Write several output files so that either all appear or none does.
-
-    ``path(final)`` gives a temporary path in the same folder; ``commit()`` renames
-    every temporary into place; leaving the ``with`` block by an exception (or
-    SystemExit/KeyboardInterrupt) removes the temporaries instead.
-    """
-
-    def __init__(self):
-        self._staged: list[tuple[Path, Path]] = []
-
-    def path(self, final: str | Path) -> Path:
-        final = Path(final)
-        fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".partial", dir=final.parent)
-        os.close(fd)
-        self._staged.append((Path(tmp), final))
-        return Path(tmp)
-
-    def commit(self) -> list[Path]:
-        umask = os.umask(0)
-        os.umask(umask)
-        for tmp, final in self._staged:
-            os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the usual permissions of a new file
-            os.replace(tmp, final)
-        done = [final for _, final in self._staged]
-        self._staged = []
-        return done
-
-    def discard(self) -> None:
-        for tmp, _ in self._staged:
-            tmp.unlink(missing_ok=True)
-        self._staged = []
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, exc_type, exc, tb):
-        self.discard()
-        return False
-
-
-def _arrow_column(values, col: Column):
-    """A typed column (Categorical, or float64 with NaN = null) as an Arrow array for CSV output."""
-    if col.kind == CATEGORICAL:
-        cats = pa.array([str(c) for c in values.categories])
-        return pa.DictionaryArray.from_arrays(pa.array(values.codes, pa.int32()), cats)
-    v = np.asarray(values, dtype=np.float64)
-    nulls = np.isnan(v)
-    arr = pa.array(np.where(nulls, 0, v).astype(np.int64) if col.integral else v,
-                   mask=nulls if nulls.any() else None)
-    if col.null is not None:
-        return pc.fill_null(pc.cast(arr, pa.string()), col.null)
-    return arr
-
-
-class SubmissionWriter:
-    """Streams runs into one CSV: ``epsilon``, the schema columns in order, then the id column."""
-
-    def __init__(self, path: Path, schema: Schema, id_column: str | None):
-        self.schema, self.id_column = schema, id_column
-        header = ["epsilon"] + schema.names + ([id_column] if id_column else [])
-        special = set(',"\r\n')
-        texts = [str(v) for c in schema.columns for v in (c.values or ())] + [
-            c.null for c in schema.columns if c.null is not None]
-        self.quoting = "needed" if any(special & set(t) for t in texts) else "none"
-        self._file = open(path, "wb")
-        line = io.StringIO()
-        csv.writer(line, lineterminator="\n").writerow(header)
-        self._file.write(line.getvalue().encode())
-
-    def write(self, epsilon: float, typed: pd.DataFrame) -> None:
-        n = len(typed)
-        cols = {"epsilon": pa.array(np.full(n, epsilon))}
-        for col in self.schema.columns:
-            cols[col.name] = _arrow_column(typed[col.name].array if col.kind == CATEGORICAL
-                                           else typed[col.name].to_numpy(), col)
-        if self.id_column:
-            cols[self.id_column] = pa.array(np.arange(n, dtype=np.int64))
-        pa_csv.write_csv(pa.table(cols), self._file,
-                         pa_csv.WriteOptions(include_header=False, quoting_style=self.quoting))
-
-    def close(self) -> None:
-        self._file.close()

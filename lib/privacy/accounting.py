@@ -101,6 +101,9 @@ class BudgetExceeded(RuntimeError):
     """A charge would push the ledger's total rho past its budget."""
 
 
+GRANT_SLACK = 1e-9  # relative float error tolerated in the last share of a split budget
+
+
 @dataclass(frozen=True)
 class Charge:
     """One recorded use of private data: what was measured, how, and what it cost."""
@@ -116,11 +119,11 @@ class Charge:
 
 @dataclass
 class Ledger:
-    """Every private-data access of one run, with its zCDP cost; refuses to exceed the budget.
+    """Every private-data access of one run, with its zCDP cost; never exceeds the budget.
 
-    The budget is rho = rho_from_eps_delta(epsilon, delta).  ``charge`` raises
-    BudgetExceeded (and records nothing) if the new total would exceed the budget
-    by more than a relative 1e-12 (floating-point slack for exact splits).
+    The budget is rho = rho_from_eps_delta(epsilon, delta).  The total spent (an exact
+    ``math.fsum`` of the charges) never exceeds it: ``grant`` tells a mechanism how much
+    rho a step may take before it draws noise, and ``charge`` records a granted step.
     """
 
     epsilon: float
@@ -137,29 +140,55 @@ class Ledger:
 
     @property
     def remaining(self) -> float:
-        return max(0.0, self.budget - self.spent)
+        """The largest rho one more charge can take (spent + remaining <= budget exactly)."""
+        rhos = [c.rho for c in self.charges]
+        left = self.budget - math.fsum(rhos)
+        while left > 0 and math.fsum(rhos + [left]) > self.budget:
+            left = math.nextafter(left, 0.0)
+        return max(left, 0.0)
+
+    def grant(self, rho: float, step: str) -> float:
+        """The rho a step asking for ``rho`` takes: ``rho`` itself when it fits; exactly what
+        remains when it asks for at most GRANT_SLACK (relative to the budget) more, which is
+        how the last of several shares that sum to the budget in exact arithmetic lands on it;
+        otherwise BudgetExceeded.  Records nothing."""
+        if not rho > 0:
+            raise ValueError(f"{step}: a charge must have rho > 0, got {rho}")
+        if self._fits(rho):
+            return rho
+        left = self.remaining
+        if left > 0 and rho <= left + GRANT_SLACK * self.budget:
+            return left
+        raise BudgetExceeded(f"{step}: charging rho={rho:.6g} would exceed the budget "
+                             f"(spent {self.spent:.6g} of {self.budget:.6g})")
 
     def charge(self, step: str, mechanism: str, sensitivity: float, noise_scale: float, rho: float,
                sensitivity_reason: str = "", sampler: str = "") -> Charge:
-        if not rho > 0:
-            raise ValueError(f"{step}: a charge must have rho > 0, got {rho}")
-        if self.spent + rho > self.budget * (1 + 1e-12):
-            raise BudgetExceeded(
-                f"{step}: charging rho={rho:.6g} would exceed the budget "
-                f"(spent {self.spent:.6g} of {self.budget:.6g})")
+        """Record a step that costs ``rho`` (from ``grant``); BudgetExceeded if it does not fit."""
+        if not (rho > 0 and self._fits(rho)):
+            raise BudgetExceeded(f"{step}: rho={rho:.6g} was not granted (spent {self.spent:.6g} of "
+                                 f"{self.budget:.6g})")
         c = Charge(step, mechanism, float(sensitivity), float(noise_scale), float(rho),
                    sensitivity_reason, sampler)
         self.charges.append(c)
         return c
 
+    def _fits(self, rho: float) -> bool:
+        return math.fsum([c.rho for c in self.charges] + [rho]) <= self.budget
+
+    def epsilon_spent(self) -> float:
+        """The epsilon the charges amount to.  The budget is the largest rho whose guarantee
+        implies (epsilon, delta)-DP and delta(rho, eps) grows with rho, so any total up to the
+        budget spends at most ``epsilon``; below it the tight conversion (rounded up) says less."""
+        return min(self.epsilon, eps_from_rho_delta(self.spent, self.delta))
+
     def to_dict(self) -> dict:
-        spent = self.spent
         return {
             "epsilon": self.epsilon,
             "delta": self.delta,
             "rho_budget": self.budget,
-            "rho_spent": spent,
-            "epsilon_spent": eps_from_rho_delta(spent, self.delta),
+            "rho_spent": self.spent,
+            "epsilon_spent": self.epsilon_spent(),
             "conversion": "zCDP -> (eps, delta): Canonne-Kamath-Steinke 2020 tight bound",
             "charges": [asdict(c) for c in self.charges],
         }

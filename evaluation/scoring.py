@@ -3,11 +3,11 @@
 Evaluation reads the real data, so it spends no privacy budget and none of its
 numbers are differentially private: every result carries WARNING.
 
-Per epsilon: the Sprint-2 k-marginal score (lib/metrics.k_marginal_score on the bins
-of dataloader/evaluation_codes.py, 50 pairs of the sorted non-group columns drawn with
+Per epsilon: the Sprint-2 k-marginal score (evaluation/metrics.k_marginal_score on the bins
+of evaluation/binning.py, 50 pairs of the sorted non-group columns drawn with
 RandomState(123456)); the workload errors (mean and max TVD over all 1-way and 2-way
 and N random 3-way marginals of the non-group columns); and, with a target column,
-classifier utility (lib/utility.py).  The submission's overall Sprint-2 score is the
+classifier utility (evaluation/utility.py).  The submission's overall Sprint-2 score is the
 mean over its epsilons.
 """
 from __future__ import annotations
@@ -20,11 +20,11 @@ import numpy as np
 import pandas as pd
 
 from dataloader.encoding import DEFAULT_BINS
-from dataloader.evaluation_codes import encode_for_evaluation, evaluation_coders
-from dataloader.io import DataError, read_header, read_table
+from dataloader.reading import DataError, read_header, read_table
 from dataloader.schema import Schema
-from lib.metrics import draw_pairs, k_marginal_score, workload_errors, workload_subsets
-from lib.utility import UtilityTest
+from evaluation.binning import encode_for_evaluation, evaluation_coders
+from evaluation.metrics import draw_pairs, k_marginal_score, workload_errors, workload_subsets
+from evaluation.utility import UtilityTest
 
 log = logging.getLogger(__name__)
 

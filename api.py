@@ -1,0 +1,315 @@
+"""The Python API: release a private table under every run of a parameters file.
+
+    import pandas as pd
+    from api import release
+    runs = release(pd.read_csv("private.csv", dtype=str), "parameters.json",
+                   public=pd.read_csv("public.csv", dtype=str))
+    for run in runs:
+        print(run.epsilon, len(run.table), run.ledger.spent)
+
+``release`` reads (a DataFrame or a CSV path), validates against the schema, encodes
+with domains from the schema and public data only, and for each run builds the private
+table (contribution bounding to theta rows per individual, the run's ledger, fresh
+noise), lets the method synthesize through it, and decodes.  Nothing touches the disk
+unless ``output`` is given; then the submission CSV and one ledger JSON per run are
+written together or not at all.  main.py's synthesize command is a thin wrapper.
+
+Randomness: one SeedSequence per release (fresh OS entropy, or ``seed`` for tests only),
+split into one child per run and each run's child into three (bounding, the run's noise
+and synthesis, decoding), so a run's output depends neither on the other runs nor on
+how many worker processes a method uses.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from dataloader.encoding import DEFAULT_BINS, Encoder
+from dataloader.reading import (ON_INVALID, DataError, as_text, check_columns, individual_ids, read_csv_text,
+                                read_header, public_ranges, validate)
+from dataloader.schema import NUMERIC, Run, Schema, SchemaError, load_schema, parse_schema
+from dataloader.writing import StagedFiles, SubmissionWriter, check_writable
+from lib.privacy.accounting import BudgetExceeded, Ledger, classic_rho_from_eps_delta
+from lib.privacy.mechanisms import NoiseTooLarge
+from lib.privacy.private_table import Measurement, PrivateTable, Selection
+from lib.progress import log_above_bars, progress
+from method import METHODS
+from method.base import Method, OptionError, PublicData, RunContext, SynthesisResult
+
+log = logging.getLogger("dpsyn")
+
+DEFAULT_ID_COLUMN = "sim_individual_id"
+DEFAULT_GROUP_COLUMNS = ("PUMA", "YEAR")
+BAD_INPUT = (SchemaError, DataError, OptionError, NoiseTooLarge, BudgetExceeded)
+"""What ``release`` raises for bad input; each has a message of one line per problem."""
+
+
+@dataclass(frozen=True)
+class EncodedTable:
+    """Encoded private records (n × d codes), the raw values of numeric columns and each row's
+    individual id (or None).  Held by the pipeline; a method sees them only through a PrivateTable."""
+
+    codes: np.ndarray
+    numeric: Mapping[str, np.ndarray]
+    ids: np.ndarray | None
+
+
+@dataclass(frozen=True)
+class RunRelease:
+    """One run's release: its parameters, the synthetic table (schema columns; categorical columns
+    as Categoricals of the schema's values, numeric ones as numbers with NA for the null token),
+    the ledger, every measurement the method made, and seconds per stage."""
+
+    run: Run
+    table: pd.DataFrame
+    ledger: Ledger
+    measurements: tuple[Measurement | Selection, ...]
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def epsilon(self) -> float:
+        return self.run.epsilon
+
+
+def release(private: pd.DataFrame | str | Path, params: Mapping | str | Path | Schema,
+            public: pd.DataFrame | str | Path | None = None, method: str = "dpsyn",
+            options: Mapping[str, Any] | Any | None = None, *, seed: int | None = None,
+            id_column: str | None = None, group_columns: Sequence[str] | None = None, jobs: int = 1,
+            on_invalid: str = "error", bins: int = DEFAULT_BINS, show_private_counts: bool = False,
+            output: str | Path | None = None) -> list[RunRelease]:
+    """One synthetic table per run of ``params`` (a parameters dict, a path to one, or a Schema).
+
+    ``private`` / ``public``: a DataFrame (any dtypes; missing cells are missing values) or a
+    CSV path.  ``method`` and its ``options`` (a dict or the method's options class);
+    ``id_column``: the column naming individuals (default: sim_individual_id when present),
+    each kept to at most max_records_per_individual random rows; ``group_columns``:
+    synthesize per cell of these (default PUMA, YEAR where the schema has them; () for
+    none); ``jobs``: worker processes; ``on_invalid``: error, clip or drop values outside
+    the schema; ``bins``: bins for numeric columns whose schema gives none; ``seed``: for
+    tests only (seeded noise is not private); ``output``: also write the submission CSV
+    there and one ledger JSON per run beside it.
+
+    Privacy: each run is (epsilon, delta)-DP for one individual with up to theta rows, as
+    its ledger records (PRIVACY.md).  Bad input raises one of ``BAD_INPUT``, before anything
+    is written.
+    """
+    started = time.perf_counter()
+    schema = params if isinstance(params, Schema) else parse_schema(params) if isinstance(params, Mapping) \
+        else load_schema(params)
+    spec = _method(method)
+    method_options = spec.make_options(options)
+    groups = _check_settings(schema, group_columns, id_column, jobs, on_invalid, bins)
+    if output is not None:
+        output = check_writable(Path(output))
+    seed_seq = _seed_sequence(seed)
+
+    prepared = _prepare(private, public, schema, id_column, on_invalid, bins, show_private_counts)
+    schema, encoder, table, public_data, id_column = (prepared.schema, prepared.encoder, prepared.table,
+                                                      prepared.public, prepared.id_column)
+    _log_plan(schema, encoder, groups, id_column, spec.name)
+
+    runs = list(schema.runs)
+    seeds = [s.spawn(3) for s in seed_seq.spawn(len(runs))]
+    releases = []
+    with log_above_bars(log), progress(len(runs), "runs", "run", log) as bar:
+        for run, run_seeds in zip(runs, seeds):
+            releases.append(_release_run(table, encoder, public_data, run, spec, method_options, groups, jobs,
+                                         run_seeds))
+            bar.update()
+    if output is not None:
+        write_release(releases, schema, output, id_column)
+    for r in releases:
+        _summarise(r, spec.name)
+    log.info("reading %.2fs, encoding %.2fs; total %.1fs", prepared.reading, prepared.encoding,
+             time.perf_counter() - started)
+    return releases
+
+
+def _method(name: str) -> Method:
+    if name not in METHODS:
+        raise OptionError([f"unknown method {name!r}; methods: {', '.join(sorted(METHODS))}"])
+    return METHODS[name]
+
+
+def _check_settings(schema: Schema, group_columns, id_column, jobs, on_invalid, bins) -> tuple[str, ...]:
+    """The group columns to use; OptionError listing every bad setting."""
+    problems = []
+    if not isinstance(jobs, int) or jobs < 1:
+        problems.append(f"--jobs must be >= 1, got {jobs}")
+    if not isinstance(bins, int) or bins < 1:
+        problems.append(f"--bins must be >= 1, got {bins}")
+    if on_invalid not in ON_INVALID:
+        problems.append(f"--on-invalid must be one of {', '.join(ON_INVALID)}, got {on_invalid!r}")
+    if id_column is not None and id_column in schema.names:
+        problems.append(f"--id-column {id_column} is a schema column; the id column must not be synthesized")
+    try:
+        groups = resolve_group_columns(schema, group_columns)
+    except OptionError as exc:
+        problems += exc.problems
+    if problems:
+        raise OptionError(problems)
+    return groups
+
+
+def resolve_group_columns(schema: Schema, group_columns: Sequence[str] | None) -> tuple[str, ...]:
+    """``group_columns`` checked against the schema; None gives PUMA, YEAR where the schema has them."""
+    if group_columns is None:
+        return tuple(c for c in DEFAULT_GROUP_COLUMNS if c in schema.names)
+    groups = tuple(group_columns)
+    problems = [f"--group-columns: {c} is not a schema column" for c in groups if c not in schema.names]
+    if len(set(groups)) != len(groups):
+        problems.append("--group-columns: a column is named twice")
+    if problems:
+        raise OptionError(problems)
+    return groups
+
+
+def _seed_sequence(seed: int | None) -> np.random.SeedSequence:
+    if seed is None:
+        return np.random.SeedSequence()  # fresh OS entropy
+    log.warning("WARNING: --seed %d fixes the noise: use it for tests only, never for a release "
+                "(seeded noise is not private)", seed)
+    return np.random.SeedSequence(seed)
+
+
+def _text(source: pd.DataFrame | str | Path, schema: Schema, what: str, id_column: str | None = None,
+          allow_extra: bool = False, private: bool = False) -> tuple[pd.DataFrame, str]:
+    """(the schema columns as text, what the table is called in messages) from a DataFrame or a CSV path."""
+    if isinstance(source, pd.DataFrame):
+        name = f"{what} table"
+        return check_columns(as_text(source), schema, name, id_column, allow_extra), name
+    name = f"{what} file"
+    return check_columns(read_csv_text(source, name, private), schema, f"{name} {Path(source)}", id_column,
+                         allow_extra), name
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """The validated inputs of a release: the schema with public ranges filled, the encoder, the
+    encoded private table, the public data, the id column, and seconds spent reading and encoding."""
+
+    schema: Schema
+    encoder: Encoder
+    table: EncodedTable
+    public: PublicData | None
+    id_column: str | None
+    reading: float
+    encoding: float
+
+
+def _prepare(private, public, schema: Schema, id_column, on_invalid, bins, show_private_counts) -> Prepared:
+    """Read, validate and encode; ranges and bin edges come from the schema and the public data,
+    never from the private table."""
+    start = time.perf_counter()
+    public_typed = None
+    if public is not None:
+        text, name = _text(public, schema, "public", allow_extra=True)
+        public_typed = validate(text, schema, name, public=True)
+        schema = schema.with_public_ranges(public_ranges(public_typed, schema))
+    schema.require_ranges()
+    header = list(private.columns) if isinstance(private, pd.DataFrame) else read_header(private)
+    id_column = id_column or (DEFAULT_ID_COLUMN if DEFAULT_ID_COLUMN in header else None)
+    text, name = _text(private, schema, "private", id_column=id_column, private=True)
+    typed = validate(text, schema, name, on_invalid=on_invalid, hide_counts=not show_private_counts)
+    ids = individual_ids(typed[id_column], name) if id_column else None
+    reading = time.perf_counter() - start
+
+    start = time.perf_counter()
+    encoder = Encoder.fit(schema, public_typed, default_bins=bins)
+    numeric = [c.name for c in schema.columns if c.kind == NUMERIC]
+    table = EncodedTable(encoder.encode(typed), {c: typed[c].to_numpy(dtype=np.float64) for c in numeric}, ids)
+    public_data = None
+    if public_typed is not None:
+        public_data = PublicData(encoder.encode(public_typed),
+                                 {c: public_typed[c].to_numpy(dtype=np.float64) for c in numeric})
+    return Prepared(schema, encoder, table, public_data, id_column, reading, time.perf_counter() - start)
+
+
+@dataclass(frozen=True)
+class RunOutput:
+    """What one run's synthesis produced: the method's result, the ledger, the measurements, stage times."""
+
+    result: SynthesisResult
+    ledger: Ledger
+    measurements: tuple[Measurement | Selection, ...]
+    timings: dict[str, float]
+
+
+def synthesize_run(table: EncodedTable, encoder: Encoder, public: PublicData | None, run: Run, spec: Method,
+                   options, group_columns: tuple[str, ...], jobs: int,
+                   seeds: list[np.random.SeedSequence]) -> RunOutput:
+    """Build the run's private table (bounding, ledger, noise generator) and let the method spend
+    exactly this run's budget through it."""
+    ledger = Ledger(run.epsilon, run.delta)
+    rng = np.random.default_rng(seeds[1])
+    start = time.perf_counter()
+    private = PrivateTable(table.codes, table.numeric, encoder.domain, run.max_records_per_individual, ledger, rng,
+                           ids=table.ids, bound_rng=np.random.default_rng(seeds[0]))
+    bounding = time.perf_counter() - start
+    ctx = RunContext(encoder.domain, run.epsilon, run.delta, run.max_records, group_columns, jobs, rng)
+    result = spec.synthesize(private, public, ctx, options)
+    return RunOutput(result, ledger, private.released, {"bounding": bounding, **ctx.timings})
+
+
+def _release_run(table, encoder, public, run, spec, options, group_columns, jobs, seeds) -> RunRelease:
+    out = synthesize_run(table, encoder, public, run, spec, options, group_columns, jobs, seeds)
+    start = time.perf_counter()
+    typed = encoder.decode(out.result.codes, np.random.default_rng(seeds[2]), out.result.raw)
+    return RunRelease(run, typed, out.ledger, out.measurements,
+                      {**out.timings, "decoding": time.perf_counter() - start})
+
+
+def ledger_path(output: Path, epsilon: float) -> Path:
+    """Where the ledger of the run with ``epsilon`` goes, beside the submission."""
+    output = Path(output)
+    return output.with_name(f"{output.stem}.ledger.eps{epsilon:g}.json")
+
+
+def write_release(releases: list[RunRelease], schema: Schema, output: Path, id_column: str | None) -> list[Path]:
+    """Write the submission CSV (every run; fresh ids when the private table had an id column) and one
+    ledger JSON per run: all files appear together or none does.  Returns their paths."""
+    start = time.perf_counter()
+    with StagedFiles() as staged:
+        writer = SubmissionWriter(staged.path(output), schema, id_column)
+        try:
+            for r in releases:
+                writer.write(r.epsilon, r.table)
+                staged.path(ledger_path(output, r.epsilon)).write_text(r.ledger.to_json() + "\n")
+        finally:
+            writer.close()
+        paths = staged.commit()
+    seconds = (time.perf_counter() - start) / max(len(releases), 1)
+    for r in releases:
+        r.timings["writing"] = seconds
+    return paths
+
+
+def _log_plan(schema: Schema, encoder: Encoder, group_columns, id_column, method) -> None:
+    log.info("schema: %d columns; encoded domain: %s", len(schema.columns),
+             ", ".join(f"{c.column.name} {c.describe()}" for c in encoder.coders))
+    log.info("groups: %s", " × ".join(group_columns) if group_columns else "none (one group)")
+    if id_column:
+        log.info("individuals: rows are grouped by %s; each keeps at most max_records_per_individual rows "
+                 "(chosen at random) and the output gets fresh ids", id_column)
+    else:
+        log.info("individuals: no id column; each individual is taken to contribute at most "
+                 "max_records_per_individual rows as the parameters declare, and noise is scaled by it")
+    log.info("method: %s; runs: %s", method,
+             "; ".join(f"eps={r.epsilon:g} delta={r.delta:.3g} theta={r.max_records_per_individual} "
+                       f"max_records={r.max_records}" for r in schema.runs))
+
+
+def _summarise(r: RunRelease, method: str) -> None:
+    led = r.ledger
+    times = ", ".join(f"{k} {v:.2f}s" for k, v in r.timings.items())
+    log.info("run eps=%g delta=%.3g theta=%d: rho budget %.5g (the classic conversion would give %.5g), "
+             "spent %.5g = eps %.4g; method %s; %d rows; %s",
+             r.epsilon, r.run.delta, r.run.max_records_per_individual, led.budget,
+             classic_rho_from_eps_delta(r.epsilon, r.run.delta), led.spent, led.epsilon_spent(), method,
+             len(r.table), times)

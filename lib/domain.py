@@ -1,0 +1,58 @@
+"""The public domain of an encoded table: column names, code counts, and numeric ranges.
+
+Frozen and built from the schema and public data only (never from private data), after
+private-pgm's ``Domain``.  Every column has integer codes 0..size-1; a numeric column
+also keeps its raw values, whose public clip range [low, high] scales them to [0, 1]
+for queries that skip bins (the private table's threshold and sum queries).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Domain:
+    """``names[j]`` has codes 0..``sizes[j]``-1; ``ranges[name]`` = (low, high) of a numeric column."""
+
+    names: tuple[str, ...]
+    sizes: tuple[int, ...]
+    ranges: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+
+    def __post_init__(self):
+        if len(self.names) != len(self.sizes) or len(set(self.names)) != len(self.names):
+            raise ValueError("a domain needs one size per column and unique column names")
+        unknown = set(self.ranges) - set(self.names)
+        if unknown:
+            raise ValueError(f"ranges for columns not in the domain: {sorted(unknown)}")
+
+    def index(self, name: str) -> int:
+        try:
+            return self.names.index(name)
+        except ValueError:
+            raise KeyError(f"{name} is not a column of the domain") from None
+
+    def indices(self, attrs: Iterable[str]) -> list[int]:
+        return [self.index(a) for a in attrs]
+
+    def shape(self, attrs: Iterable[str]) -> tuple[int, ...]:
+        return tuple(self.sizes[self.index(a)] for a in attrs)
+
+    def size(self, attrs: Iterable[str] | None = None) -> int:
+        """Number of cells of the marginal over ``attrs`` (all columns when None)."""
+        return math.prod(self.sizes if attrs is None else self.shape(attrs))
+
+    def is_numeric(self, name: str) -> bool:
+        return name in self.ranges
+
+    def scale(self, name: str, values: np.ndarray) -> np.ndarray:
+        """Raw values of numeric column ``name`` mapped to [0, 1] by its public range (NaN stays NaN)."""
+        low, high = self.ranges[name]
+        width = high - low
+        values = np.asarray(values, dtype=np.float64)
+        if width <= 0:
+            return np.where(np.isnan(values), np.nan, 0.0)
+        return np.clip((values - low) / width, 0.0, 1.0)

@@ -1,0 +1,169 @@
+"""The private table: the only door through which a method reaches private data.
+
+A method gets a :class:`PrivateTable` and nothing else of the private side.  The table
+holds the records (bounded to theta rows per individual when ids are given), the
+run's ledger and its noise generator, and answers two kinds of calls:
+
+* ``measure(query, rho)``: a query of lib/privacy/queries.py plus exact discrete
+  Gaussian noise, Δ₂ derived by the query from theta (never stated by the caller);
+* ``select(candidates, references, rho, k)``: the k candidate queries whose answers lie
+  farthest (L1) from public reference answers (a method's current synthetic data),
+  chosen by the exponential mechanism with the sensitivity derived from the candidates.
+
+Each call charges the ledger before it computes the answer or draws noise, and returns a
+record (:class:`Measurement` or :class:`Selection`) that is also kept in ``released``,
+so the run's result carries every measurement whether or not a method passes it on.
+The records are stored out of reach of attribute access (``vars(table)`` shows none of
+them); tests/test_boundary.py fails if code under method/ tries to get at them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from lib.domain import Domain
+from lib.privacy.accounting import Ledger
+from lib.privacy.bounding import bound_contributions
+from lib.privacy.mechanisms import exponential_mechanism, gaussian_mechanism
+from lib.privacy.queries import QUERY_KINDS, Query, Records
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """A released noisy answer: the query, its noisy values (shaped as the query's answer),
+    the noise sd and the rho charged.  The only thing that crosses to the estimation side."""
+
+    query: Query
+    noisy: np.ndarray
+    sigma: float
+    rho: float
+    label: str
+
+    @property
+    def attrs(self) -> tuple[str, ...]:
+        """The encoded columns of a marginal measurement."""
+        return self.query.attrs
+
+    @property
+    def total(self) -> float:
+        return float(self.noisy.sum())
+
+
+@dataclass(frozen=True)
+class Selection:
+    """A released choice: the indices (in ``candidates``) the exponential mechanism picked."""
+
+    candidates: tuple[Query, ...]
+    chosen: tuple[int, ...]
+    rho: float
+    label: str
+
+
+class PrivateTable:
+    """The private records of one run behind measuring calls (see the module doc).
+
+    ``codes``: n × d codes in domain order; ``numeric``: raw values (NaN = null) of the
+    domain's numeric columns; ``ids`` (optional): each row's individual, used to keep at
+    most ``theta`` random rows per individual (``bound_rng``); without ids each row is
+    taken to belong to an individual with at most ``theta`` rows, as the parameters
+    declare.  ``rng`` draws the noise; ``ledger`` holds the run's budget.
+    """
+
+    __slots__ = ("domain", "theta", "_ledger", "_rng", "_released", "__records")
+
+    def __init__(self, codes: np.ndarray, numeric: Mapping[str, np.ndarray], domain: Domain, theta: int,
+                 ledger: Ledger, rng: np.random.Generator, ids: np.ndarray | None = None,
+                 bound_rng: np.random.Generator | None = None):
+        if theta < 1:
+            raise ValueError(f"theta must be >= 1, got {theta}")
+        if set(numeric) != set(domain.ranges):
+            raise ValueError("numeric values must be given for exactly the domain's numeric columns")
+        if ids is not None:
+            keep = bound_contributions(ids, theta, bound_rng if bound_rng is not None else rng)
+            codes = codes[keep]
+            numeric = {name: values[keep] for name, values in numeric.items()}
+        self.domain, self.theta = domain, int(theta)
+        self._ledger, self._rng, self._released = ledger, rng, []
+        self.__records = Records(codes, dict(numeric), domain)
+
+    @property
+    def budget(self) -> float:
+        """The run's whole rho budget."""
+        return self._ledger.budget
+
+    @property
+    def remaining(self) -> float:
+        """The rho still unspent (the largest charge that fits exactly)."""
+        return self._ledger.remaining
+
+    @property
+    def released(self) -> tuple[Measurement | Selection, ...]:
+        """Every record this table has released, in order."""
+        return tuple(self._released)
+
+    def _sensitivity(self, query: Query):
+        return query.sensitivity(self.theta)
+
+    def _check(self, query) -> None:
+        if type(query) not in QUERY_KINDS:
+            raise TypeError(f"the private table answers only {', '.join(k.__name__ for k in QUERY_KINDS)} "
+                            f"queries, not {type(query).__name__}")
+        query.validate(self.domain)
+
+    def measure(self, query: Query, rho: float, label: str | None = None) -> Measurement:
+        """The query's answer plus exact discrete Gaussian noise with σ = Δ₂/sqrt(2ρ).
+
+        Privacy cost: ``rho`` (zCDP; exactly what remains when ``rho`` exceeds it by float
+        error), charged before the answer is computed; Δ₂ from the query and theta.
+        """
+        self._check(query)
+        sens = self._sensitivity(query)
+        label = label or query.describe()
+        noisy, sigma, rho = gaussian_mechanism(lambda: query.answer(self.__records),
+                                               int(np.prod(query.shape(self.domain))),
+                                               query.integer, sens.l2, rho, self._rng, self._ledger, label,
+                                               sens.reason)
+        record = Measurement(query, noisy, sigma, rho, label)
+        self._released.append(record)
+        return record
+
+    def select(self, candidates: Sequence[Query], references: Sequence[np.ndarray], rho: float, k: int = 1,
+               weights: Sequence[float] | None = None, penalties: Sequence[float] | None = None,
+               label: str | None = None) -> Selection:
+        """The k candidates with the largest scores w_i·(||q_i(D) - references[i]||₁ - penalties[i]),
+        chosen by the exponential mechanism (k rounds, without repeats).
+
+        ``references`` (public, e.g. the answers on a method's synthetic records), ``weights``
+        (positive) and ``penalties`` are public.  One individual moves score i by at most
+        w_i times the query's L1 sensitivity, so the mechanism uses Δ = max_i of that.
+        Privacy cost: ``rho`` (zCDP), charged before any score is computed.
+        """
+        candidates = tuple(candidates)
+        weights = np.ones(len(candidates)) if weights is None else np.asarray(weights, dtype=np.float64)
+        penalties = np.zeros(len(candidates)) if penalties is None else np.asarray(penalties, dtype=np.float64)
+        if not candidates or not len(references) == len(weights) == len(penalties) == len(candidates):
+            raise ValueError("select needs candidates with one reference, weight and penalty each")
+        if not (np.isfinite(weights).all() and (weights > 0).all() and np.isfinite(penalties).all()):
+            raise ValueError("select needs finite positive weights and finite penalties")
+        for query, reference in zip(candidates, references):
+            self._check(query)
+            if np.shape(reference) != query.shape(self.domain):
+                raise ValueError(f"reference for {query.describe()} has shape {np.shape(reference)}, "
+                                 f"not {query.shape(self.domain)}")
+        bounds = [w * self._sensitivity(q).l1 for q, w in zip(candidates, weights)]
+        sensitivity = max(bounds)
+        label = label or f"selection of {k} of {len(candidates)} candidates"
+        reason = (f"{label}: score i is w_i(||q_i - reference_i||_1 - penalty_i); one individual moves "
+                  f"||q_i||_1 by at most its L1 sensitivity, so each score by at most w_i times it "
+                  f"(largest {sensitivity:.6g})")
+
+        def scores() -> np.ndarray:
+            return np.array([w * (np.abs(q.answer(self.__records) - np.asarray(r, dtype=np.float64)).sum() - p)
+                             for q, r, w, p in zip(candidates, references, weights, penalties)])
+        chosen, rho = exponential_mechanism(scores, len(candidates), sensitivity, rho, self._rng, self._ledger,
+                                            label, reason, k)
+        record = Selection(candidates, chosen, rho, label)
+        self._released.append(record)
+        return record

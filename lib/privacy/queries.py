@@ -1,0 +1,250 @@
+"""The queries the private table answers: a closed set, each deriving its own sensitivity.
+
+A query is a public description (columns, thresholds, weights); the private table
+(lib/privacy/private_table.py) answers it on the bounded records and adds noise scaled
+to the sensitivity derived here.  The table accepts only the kinds in ``QUERY_KINDS``, so
+a method cannot bring a query with a sensitivity of its own making; a new kind is added
+here, with its derivation and a case in tests/test_neighbours.py.
+
+Neighbouring tables differ by one individual, who has at most theta rows after
+contribution bounding.  Every derivation below bounds, over all such individuals, the
+change of the answer vector: ``l1`` and ``l2`` are its largest L1 and L2 norms.
+
+Numeric columns enter threshold and sum queries through their raw values scaled to
+[0, 1] by the public range of the domain; a null in any of a query's numeric columns
+makes the row count in no threshold and add 0 to a sum.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+from typing import Mapping
+
+import numpy as np
+
+from lib.domain import Domain
+from lib.marginals import count_marginal
+
+EXACT_BOX_COLUMNS = 12  # up to this many columns, max over [0,1]^p of ||Wx||_2 is found at the 2^p corners
+
+
+@dataclass(frozen=True)
+class Records:
+    """The bounded private records a query reads: codes (n × d, domain order) and the raw
+    values of numeric columns (NaN = null).  Only the private table holds one."""
+
+    codes: np.ndarray
+    numeric: Mapping[str, np.ndarray]
+    domain: Domain
+
+    def scaled(self, columns: tuple[str, ...]) -> np.ndarray:
+        """n × p raw values of ``columns`` scaled to [0, 1] (NaN = null)."""
+        return np.column_stack([self.domain.scale(c, self.numeric[c]) for c in columns]) if columns else \
+            np.zeros((len(self.codes), 0))
+
+    def cells(self, attrs: tuple[str, ...]) -> np.ndarray:
+        """Flat cell index of every row in the marginal over ``attrs`` (0 for no attrs)."""
+        flat = np.zeros(len(self.codes), dtype=np.int64)
+        for j, size in zip(self.domain.indices(attrs), self.domain.shape(attrs)):
+            flat *= size
+            flat += self.codes[:, j]
+        return flat
+
+
+@dataclass(frozen=True)
+class Sensitivity:
+    l1: float
+    l2: float
+    reason: str
+
+
+def _check_columns(domain: Domain, attrs: tuple[str, ...], numeric: bool | None, what: str) -> None:
+    unknown = [a for a in attrs if a not in domain.names]
+    if unknown:
+        raise ValueError(f"{what}: not domain columns: {', '.join(unknown)}")
+    if len(set(attrs)) != len(attrs):
+        raise ValueError(f"{what}: a column is named twice")
+    if numeric:
+        plain = [a for a in attrs if not domain.is_numeric(a)]
+        if plain:
+            raise ValueError(f"{what}: not numeric columns: {', '.join(plain)}")
+
+
+@dataclass(frozen=True)
+class Marginal:
+    """Counts of rows per cell of the encoded columns ``attrs`` (``()``: the number of rows)."""
+
+    attrs: tuple[str, ...]
+    integer = True
+
+    def validate(self, domain: Domain) -> None:
+        _check_columns(domain, self.attrs, None, f"marginal {self.attrs}")
+
+    def shape(self, domain: Domain) -> tuple[int, ...]:
+        return domain.shape(self.attrs)
+
+    def answer(self, records: Records) -> np.ndarray:
+        return count_marginal(records.codes[:, records.domain.indices(self.attrs)],
+                              records.domain.shape(self.attrs))
+
+    def sensitivity(self, theta: int) -> Sensitivity:
+        # each row is in exactly one cell: theta rows move at most theta counts by 1, worst all in one cell
+        return Sensitivity(theta, theta, f"{self.describe()}: adding or removing one individual changes at most "
+                                         f"theta={theta} rows, each in one cell, so the L2 change is at most {theta}")
+
+    def describe(self) -> str:
+        return f"{len(self.attrs)}-way marginal " + " × ".join(self.attrs) if self.attrs else "number of rows"
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """For each direction w (over the scaled numeric ``columns``) and threshold t: the number
+    of rows with w·x <= t, per cell of the encoded columns ``by``.  Shape: by's cells × r × k.
+    One column with direction (1,) gives prefix counts x <= t (a CDF at the thresholds)."""
+
+    columns: tuple[str, ...]
+    directions: tuple[tuple[float, ...], ...]
+    thresholds: tuple[float, ...]
+    by: tuple[str, ...] = ()
+    integer = True
+
+    def validate(self, domain: Domain) -> None:
+        _check_columns(domain, self.columns, True, f"threshold query on {self.columns}")
+        _check_columns(domain, self.by, None, f"threshold query by {self.by}")
+        if not self.columns or not self.directions or not self.thresholds:
+            raise ValueError("a threshold query needs columns, directions and thresholds")
+        if any(len(w) != len(self.columns) for w in self.directions):
+            raise ValueError("every direction needs one weight per column")
+        if not np.isfinite(np.asarray(self.directions, dtype=float)).all() or \
+                not np.isfinite(np.asarray(self.thresholds, dtype=float)).all():
+            raise ValueError("directions and thresholds must be finite numbers")
+
+    def shape(self, domain: Domain) -> tuple[int, ...]:
+        return domain.shape(self.by) + (len(self.directions), len(self.thresholds))
+
+    def answer(self, records: Records) -> np.ndarray:
+        x = records.scaled(self.columns)
+        keep = ~np.isnan(x).any(axis=1)
+        cells = records.cells(self.by)[keep]
+        n_cells = records.domain.size(self.by)
+        order = np.argsort(self.thresholds, kind="stable")
+        sorted_t = np.asarray(self.thresholds, dtype=np.float64)[order]
+        k = len(sorted_t)
+        out = np.empty((n_cells, len(self.directions), k), dtype=np.int64)
+        for i, w in enumerate(np.asarray(self.directions, dtype=np.float64)):
+            first = np.searchsorted(sorted_t, x[keep] @ w, side="left")  # w·x <= t_j for j >= first
+            counts = np.bincount(cells * (k + 1) + first, minlength=n_cells * (k + 1)).reshape(n_cells, k + 1)
+            out[:, i, order] = np.cumsum(counts[:, :k], axis=1)
+        return out.reshape(self.shape(records.domain))
+
+    def sensitivity(self, theta: int) -> Sensitivity:
+        # one row sits in one cell of `by` and satisfies at most r*k of that cell's (direction, threshold) pairs
+        hits = len(self.directions) * len(self.thresholds)
+        return Sensitivity(theta * hits, theta * math.sqrt(hits),
+                           f"{self.describe()}: one row is in one cell and meets at most {hits} of its "
+                           f"{len(self.directions)} directions × {len(self.thresholds)} thresholds, so one "
+                           f"individual (theta={theta} rows) changes the counts by at most theta*sqrt({hits}) in L2")
+
+    def describe(self) -> str:
+        by = f" by {' × '.join(self.by)}" if self.by else ""
+        return (f"threshold counts on {', '.join(self.columns)} ({len(self.directions)} directions × "
+                f"{len(self.thresholds)} thresholds){by}")
+
+
+@dataclass(frozen=True)
+class LinearSums:
+    """For each weight vector w: the sum over rows of w·x (x: the scaled numeric ``columns``,
+    nulls as 0), per cell of the encoded columns ``by``.  Shape: by's cells × r."""
+
+    columns: tuple[str, ...]
+    weights: tuple[tuple[float, ...], ...]
+    by: tuple[str, ...] = ()
+    integer = False
+
+    def validate(self, domain: Domain) -> None:
+        _check_columns(domain, self.columns, True, f"sum query on {self.columns}")
+        _check_columns(domain, self.by, None, f"sum query by {self.by}")
+        if not self.columns or not self.weights or any(len(w) != len(self.columns) for w in self.weights):
+            raise ValueError("a sum query needs columns and weight vectors with one weight per column")
+        if not np.isfinite(np.asarray(self.weights, dtype=float)).all():
+            raise ValueError("weights must be finite numbers")
+
+    def shape(self, domain: Domain) -> tuple[int, ...]:
+        return domain.shape(self.by) + (len(self.weights),)
+
+    def answer(self, records: Records) -> np.ndarray:
+        x = np.nan_to_num(records.scaled(self.columns), nan=0.0)
+        per_row = x @ np.asarray(self.weights, dtype=np.float64).T
+        cells = records.cells(self.by)
+        n_cells = records.domain.size(self.by)
+        out = np.stack([np.bincount(cells, weights=per_row[:, i], minlength=n_cells)
+                        for i in range(len(self.weights))], axis=-1)
+        return out.reshape(self.shape(records.domain))
+
+    def row_norms(self) -> tuple[float, float]:
+        """(max L1, max L2) over x in [0, 1]^p of W x: one row's largest contribution."""
+        w = np.asarray(self.weights, dtype=np.float64)
+        l1 = float(np.maximum(np.clip(w, 0, None).sum(axis=1), -np.clip(w, None, 0).sum(axis=1)).sum())
+        if w.shape[1] <= EXACT_BOX_COLUMNS:  # a convex function's maximum over a box sits at a corner
+            corners = np.array(list(itertools.product((0.0, 1.0), repeat=w.shape[1])))
+            l2 = float(np.sqrt(((corners @ w.T) ** 2).sum(axis=1)).max())
+        else:  # ||Wx|| <= sum_j x_j ||W[:, j]||
+            l2 = float(np.sqrt((w ** 2).sum(axis=0)).sum())
+        return l1, l2
+
+    def sensitivity(self, theta: int) -> Sensitivity:
+        l1, l2 = self.row_norms()
+        return Sensitivity(theta * l1, theta * l2,
+                           f"{self.describe()}: one row in one cell adds W·x with x in [0,1]^p, at most "
+                           f"{l2:.6g} in L2; one individual (theta={theta} rows) at most theta times that")
+
+    def describe(self) -> str:
+        by = f" by {' × '.join(self.by)}" if self.by else ""
+        return f"sums of {len(self.weights)} linear combinations of {', '.join(self.columns)}{by}"
+
+
+@dataclass(frozen=True)
+class DependencyScores:
+    """For each pair (a, b) of encoded columns, the independence gap
+    InDif(a, b) = sum over cells |c_ab(x, y) - c_a(x)·c_b(y)/n| (PrivSyn's dependency score):
+    the L1 error of synthesizing the pair as independent."""
+
+    pairs: tuple[tuple[str, str], ...]
+    integer = False
+
+    def validate(self, domain: Domain) -> None:
+        if not self.pairs:
+            raise ValueError("dependency scores need at least one pair")
+        for pair in self.pairs:
+            _check_columns(domain, tuple(pair), None, f"dependency score {pair}")
+            if len(pair) != 2:
+                raise ValueError(f"dependency score {pair}: needs two columns")
+
+    def shape(self, domain: Domain) -> tuple[int, ...]:
+        return (len(self.pairs),)
+
+    def answer(self, records: Records) -> np.ndarray:
+        return np.array([independence_gap(Marginal(pair).answer(records)) for pair in self.pairs])
+
+    def sensitivity(self, theta: int) -> Sensitivity:
+        # one row changes the joint counts by 1 in L1 and the product of margins over n by at most 3
+        m = len(self.pairs)
+        return Sensitivity(4 * theta * m, 4 * theta * math.sqrt(m),
+                           f"independence gaps of {m} pairs: one record moves a gap by at most 4 (1 in the joint "
+                           f"counts, 3 in the product of margins over n), one individual by 4*theta={4 * theta}; "
+                           f"L2 over all pairs 4*theta*sqrt({m})")
+
+    def describe(self) -> str:
+        return f"dependency scores ({len(self.pairs)} pairs)"
+
+
+def independence_gap(joint: np.ndarray) -> float:
+    """InDif of a 2-way count table: sum |joint - outer(row sums, column sums)/n|."""
+    joint = np.asarray(joint, dtype=np.float64)
+    n = max(joint.sum(), 1.0)
+    return float(np.abs(joint - np.outer(joint.sum(axis=1), joint.sum(axis=0)) / n).sum())
+
+
+QUERY_KINDS = (Marginal, Thresholds, LinearSums, DependencyScores)
+Query = Marginal | Thresholds | LinearSums | DependencyScores

@@ -1,0 +1,149 @@
+"""The method protocol: what a synthesis strategy declares, receives and returns.
+
+A method is one module that defines a :class:`Method` (name, summary, options class,
+``synthesize``) and one line in method/__init__.py's registry.  ``synthesize`` gets
+
+* the :class:`~lib.privacy.private_table.PrivateTable`, its only way to the private data
+  (measuring calls that set the sensitivity and charge the ledger),
+* the :class:`PublicData` (or None), free to use,
+* the :class:`RunContext` (the run's public settings and the method's own generator),
+* its options (an instance of its options class),
+
+and returns a :class:`SynthesisResult`: synthetic codes for every domain column, plus raw
+values for columns it synthesized without bins.  The measurements it made travel with
+the run's result (the private table keeps them), for post-processing stages to read.
+
+Options are a frozen dataclass whose fields are declared with :func:`option`; the CLI
+builds each method's argument group from them (so a flag of another method is an
+error) and the Python API accepts them as a dict or the dataclass itself.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from lib.domain import Domain
+from lib.privacy.private_table import PrivateTable
+
+
+class OptionError(ValueError):
+    """Bad method or release options; ``problems`` holds one line each."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = list(problems)
+        super().__init__("\n".join(self.problems))
+
+
+def option(default: Any, help: str, *, type: type = str, choices: tuple | None = None,
+           minimum: int | float | None = None) -> Any:
+    """A field of a method's options dataclass: its default, help text, value type, and the
+    allowed values (``choices``) or lower bound (``minimum``) that ``check_options`` enforces."""
+    return field(default=default, metadata={"help": help, "type": type, "choices": choices, "minimum": minimum})
+
+
+def option_fields(options_class: type) -> tuple[dataclasses.Field, ...]:
+    return dataclasses.fields(options_class)
+
+
+def flag(name: str) -> str:
+    """The command-line flag of an option field: ``group_round`` -> ``--group-round``."""
+    return "--" + name.replace("_", "-")
+
+
+def check_options(options) -> list[str]:
+    """One line per option whose value has the wrong type, is not a choice, or is below its minimum."""
+    problems = []
+    for f in option_fields(type(options)):
+        value, meta = getattr(options, f.name), f.metadata
+        if value is None and f.default is None:
+            continue
+        kind = meta["type"]
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            problems.append(f"{flag(f.name)} must be {kind.__name__}, got {value!r}")
+        elif meta["choices"] is not None and value not in meta["choices"]:
+            problems.append(f"{flag(f.name)} must be one of {', '.join(map(str, meta['choices']))}, got {value!r}")
+        elif meta["minimum"] is not None and value < meta["minimum"]:
+            problems.append(f"{flag(f.name)} must be >= {meta['minimum']}, got {value!r}")
+    return problems
+
+
+@dataclass(frozen=True)
+class PublicData:
+    """Encoded public records (-1 where a category is unknown) and the raw values of their
+    numeric columns (NaN = null or unreadable).  Public: free to use, no budget."""
+
+    codes: np.ndarray
+    numeric: Mapping[str, np.ndarray]
+
+
+@dataclass
+class RunContext:
+    """A run's public settings: the domain, epsilon, delta, the row cap, the group columns,
+    worker processes, the method's generator for synthesis (post-processing randomness;
+    the noise is the private table's) and ``timings`` (seconds per stage)."""
+
+    domain: Domain
+    epsilon: float
+    delta: float
+    max_records: int
+    group_columns: tuple[str, ...]
+    jobs: int
+    rng: np.random.Generator
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @contextmanager
+    def timed(self, stage: str):
+        """Add the wall time of the ``with`` block to ``timings[stage]``."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.timings[stage] = self.timings.get(stage, 0.0) + time.perf_counter() - start
+
+
+@dataclass(frozen=True)
+class SynthesisResult:
+    """Synthetic codes (m × d, domain order) and, for columns synthesized without bins, their
+    raw values (used instead of decoding the codes)."""
+
+    codes: np.ndarray
+    raw: Mapping[str, np.ndarray] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class NoOptions:
+    """A method without options of its own."""
+
+
+@dataclass(frozen=True)
+class Method:
+    """A registered strategy: ``synthesize(private, public, ctx, options) -> SynthesisResult``."""
+
+    name: str
+    summary: str
+    synthesize: Callable[[PrivateTable, PublicData | None, RunContext, Any], SynthesisResult]
+    options: type = NoOptions
+
+    def make_options(self, given: Mapping[str, Any] | Any | None = None):
+        """This method's options from a dict (missing fields take their defaults), an instance of
+        its options class, or None; OptionError lists unknown names and bad values."""
+        if isinstance(given, self.options):
+            options = given
+        else:
+            given = dict(given or {})
+            known = {f.name for f in option_fields(self.options)}
+            unknown = sorted(set(given) - known)
+            if unknown:
+                raise OptionError([f"method {self.name} has no option {name!r}" + (
+                    f" (its options: {', '.join(sorted(known))})" if known else " (it takes none)")
+                    for name in unknown])
+            options = self.options(**given)
+        problems = check_options(options)
+        if problems:
+            raise OptionError(problems)
+        return options
