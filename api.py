@@ -15,9 +15,10 @@ unless ``output`` is given; then the submission CSV and one ledger JSON per run 
 written together or not at all.  main.py's synthesize command is a thin wrapper.
 
 Randomness: one SeedSequence per release (fresh OS entropy, or ``seed`` for tests only),
-split into one child per run and each run's child into three (bounding, the run's noise
-and synthesis, decoding), so a run's output depends neither on the other runs nor on
-how many worker processes a method uses.
+split into one child per run and each run's child into four: bounding, noise (the
+private table's own generator, which nothing else draws from), the method's synthesis,
+decoding.  A run's output depends neither on the other runs nor on how many worker
+processes a method uses, and no released randomness comes from the noise's stream.
 """
 from __future__ import annotations
 
@@ -109,24 +110,21 @@ def release(private: pd.DataFrame | str | Path, params: Mapping | str | Path | S
         output = check_writable(Path(output))
     seed_seq = _seed_sequence(seed)
 
-    prepared = _prepare(private, public, schema, id_column, on_invalid, bins, show_private_counts)
-    schema, encoder, table, public_data, id_column = (prepared.schema, prepared.encoder, prepared.table,
-                                                      prepared.public, prepared.id_column)
-    _log_plan(schema, encoder, groups, id_column, spec.name)
+    data = _prepare(private, public, schema, id_column, on_invalid, bins, show_private_counts)
+    _log_plan(data.schema, data.encoder, groups, data.id_column, spec.name)
 
-    runs = list(schema.runs)
-    seeds = [s.spawn(3) for s in seed_seq.spawn(len(runs))]
+    runs = list(data.schema.runs)
+    seeds = [s.spawn(4) for s in seed_seq.spawn(len(runs))]
     releases = []
     with log_above_bars(log), progress(len(runs), "runs", "run", log) as bar:
         for run, run_seeds in zip(runs, seeds):
-            releases.append(_release_run(table, encoder, public_data, run, spec, method_options, groups, jobs,
-                                         run_seeds))
+            releases.append(_release_run(data, run, spec, method_options, groups, jobs, run_seeds))
             bar.update()
     if output is not None:
-        write_release(releases, schema, output, id_column)
+        write_release(releases, data.schema, output, data.id_column)
     for r in releases:
         _summarise(r, spec.name)
-    log.info("reading %.2fs, encoding %.2fs; total %.1fs", prepared.reading, prepared.encoding,
+    log.info("reading %.2fs, encoding %.2fs; total %.1fs", data.reading, data.encoding,
              time.perf_counter() - started)
     return releases
 
@@ -244,23 +242,24 @@ class RunOutput:
 def synthesize_run(table: EncodedTable, encoder: Encoder, public: PublicData | None, run: Run, spec: Method,
                    options, group_columns: tuple[str, ...], jobs: int,
                    seeds: list[np.random.SeedSequence]) -> RunOutput:
-    """Build the run's private table (bounding, ledger, noise generator) and let the method spend
-    exactly this run's budget through it."""
+    """Build the run's private table (bounding, ledger, its own noise generator) and let the method
+    spend exactly this run's budget through it.  ``seeds``: bounding, noise, synthesis (decoding is
+    the fourth, used by the caller)."""
     ledger = Ledger(run.epsilon, run.delta)
-    rng = np.random.default_rng(seeds[1])
     start = time.perf_counter()
-    private = PrivateTable(table.codes, table.numeric, encoder.domain, run.max_records_per_individual, ledger, rng,
-                           ids=table.ids, bound_rng=np.random.default_rng(seeds[0]))
+    private = PrivateTable(table.codes, table.numeric, encoder.domain, run.max_records_per_individual, ledger,
+                           np.random.default_rng(seeds[1]), ids=table.ids, bound_rng=np.random.default_rng(seeds[0]))
     bounding = time.perf_counter() - start
-    ctx = RunContext(encoder.domain, run.epsilon, run.delta, run.max_records, group_columns, jobs, rng)
+    ctx = RunContext(encoder.domain, run.epsilon, run.delta, run.max_records, group_columns, jobs,
+                     np.random.default_rng(seeds[2]))
     result = spec.synthesize(private, public, ctx, options)
     return RunOutput(result, ledger, private.released, {"bounding": bounding, **ctx.timings})
 
 
-def _release_run(table, encoder, public, run, spec, options, group_columns, jobs, seeds) -> RunRelease:
-    out = synthesize_run(table, encoder, public, run, spec, options, group_columns, jobs, seeds)
+def _release_run(data: Prepared, run: Run, spec: Method, options, group_columns, jobs, seeds) -> RunRelease:
+    out = synthesize_run(data.table, data.encoder, data.public, run, spec, options, group_columns, jobs, seeds)
     start = time.perf_counter()
-    typed = encoder.decode(out.result.codes, np.random.default_rng(seeds[2]), out.result.raw)
+    typed = data.encoder.decode(out.result.codes, np.random.default_rng(seeds[3]), out.result.raw)
     return RunRelease(run, typed, out.ledger, out.measurements,
                       {**out.timings, "decoding": time.perf_counter() - start})
 

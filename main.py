@@ -122,7 +122,8 @@ def _add_method_options(parser: argparse.ArgumentParser) -> None:
             meta = f.metadata
             default = "" if f.default is None else f" (default: {f.default})"
             group.add_argument(flag(f.name), dest=OPTION_PREFIX + f.name, type=meta["type"], choices=meta["choices"],
-                               default=argparse.SUPPRESS, help=meta["help"] + default)
+                               metavar=None if meta["choices"] else f.name.upper(), default=argparse.SUPPRESS,
+                               help=meta["help"] + default)
             added.add(f.name)
 
 

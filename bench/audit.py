@@ -70,7 +70,7 @@ def run_audit(method: str, epsilon: float, delta: float, theta: int, trials: int
     for data in neighbours(theta, seed):
         stats = np.empty(trials)
         for trial in range(trials):
-            seeds = np.random.SeedSequence((seed, trial, len(data.codes))).spawn(3)
+            seeds = np.random.SeedSequence((seed, trial, len(data.codes))).spawn(4)
             codes = synthesize_run(data, encoder, None, run, spec, options, (), 1, seeds).result.codes
             stats[trial] = np.count_nonzero(codes[:, 0] == RARE)
         samples.append(stats)

@@ -38,7 +38,7 @@ def make_consistent(marginals: list[tuple[tuple[str, ...], np.ndarray, float]],
     values = [np.array(v, dtype=np.float64) for _, v, _ in marginals]
     sigmas = [max(float(s), 1e-12) for _, _, s in marginals]
     subsets = _shared_subsets(attrs)
-    total = _common_total(values, sigmas)
+    total = common_total(values, sigmas)
     for _ in range(rounds):
         values = [v + (total - v.sum()) / v.size for v in values]
         for subset in subsets:
@@ -58,7 +58,8 @@ def _shared_subsets(attrs: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
     return sorted(shared, key=lambda s: (len(s), s))
 
 
-def _common_total(values, sigmas) -> float:
+def common_total(values, sigmas) -> float:
+    """Inverse-variance weighted mean of the totals of noisy count vectors (at least 1)."""
     weights = np.array([1.0 / (v.size * s * s) for v, s in zip(values, sigmas)])
     totals = np.array([v.sum() for v in values])
     return max(float(weights @ totals / weights.sum()), 1.0)

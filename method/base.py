@@ -58,8 +58,9 @@ def flag(name: str) -> str:
 def check_options(options) -> list[str]:
     """One line per option whose value has the wrong type, is not a choice, or is below its minimum."""
     problems = []
+    values = dataclasses.asdict(options)
     for f in option_fields(type(options)):
-        value, meta = getattr(options, f.name), f.metadata
+        value, meta = values[f.name], f.metadata
         if value is None and f.default is None:
             continue
         kind = meta["type"]

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lib.consistency import make_consistent
+from lib.consistency import common_total, make_consistent
 from lib.gum import gum
 from lib.marginals import clip_and_normalise, count_marginal
 from lib.privacy.private_table import PrivateTable
@@ -75,7 +75,7 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
             label = " × ".join(ctx.group_columns)
             groups = private.measure(Marginal(ctx.group_columns), plan.group_share * rho, f"group counts ({label})")
             targets.append((tuple(group_idx), groups.noisy, groups.sigma))
-        targets += _targets(private, public_codes, ctx, options, group_idx, other_idx, plan, rho)
+        targets += _targets(private, public_codes, ctx, options, group_idx, other_idx, plan, rho, targets)
 
     with ctx.timed("consistency"):
         consistent = make_consistent([(tuple(domain.names[j] for j in cols), values, sigma)
@@ -110,12 +110,16 @@ def _global_targets(by_cols: dict, group_idx, other_idx) -> list[tuple]:
 
 
 def _targets(private: PrivateTable, public_codes, ctx: RunContext, options: DpsynOptions, group_idx, other_idx,
-             plan, rho) -> list[tuple]:
-    """(column indices, values, noise sd) of every marginal the synthesis should match.
+             plan, rho, noisy: list[tuple]) -> list[tuple]:
+    """(column indices, values, noise sd) of every marginal the synthesis should match, after the
+    ``noisy`` ones already measured (total, group counts).
 
     In the two-way regime with groups, GROUP_MARGINAL_SHARE of the marginal budget goes
     to (group columns × column) marginals, so that groups can differ from each other (all
-    of it when there is no pair of other columns to measure).
+    of it when there is no pair of other columns to measure).  Public marginals are scaled
+    to the noisy total (the inverse-variance weighted mean of every noisy measurement's
+    total) in every regime: consistency spreads any gap in totals evenly over the cells,
+    which would flatten their shape.
     """
     sizes = ctx.domain.sizes
     pairs = list(itertools.combinations(other_idx, 2))
@@ -126,11 +130,9 @@ def _targets(private: PrivateTable, public_codes, ctx: RunContext, options: Dpsy
             rows = rows[(rows >= 0).all(axis=1)]
             shape = tuple(sizes[j] for j in cols)
             public.append((cols, count_marginal(rows, shape).astype(np.float64), PUBLIC_SIGMA))
-    if plan.marginal_share == 0:
-        return public
     share = plan.marginal_share * rho
     measured = []
-    if plan.regime == TWO_WAY and group_idx:
+    if share > 0 and plan.regime == TWO_WAY and group_idx:
         per_group = [tuple(group_idx) + (j,) for j in other_idx]
         per_group_share = GROUP_MARGINAL_SHARE * share if pairs else share
         measured = _measure(private, ctx, per_group, [per_group_share / len(per_group)] * len(per_group))
@@ -142,8 +144,8 @@ def _targets(private: PrivateTable, public_codes, ctx: RunContext, options: Dpsy
             queries = pairs if plan.regime == TWO_WAY and pairs else [(j,) for j in other_idx]
             rhos = [share / len(queries)] * len(queries)
         measured += _measure(private, ctx, queries, rhos)
-    if public:  # public marginals rescaled to the noisy total, as weak targets
-        scale = max(measured[-1][1].sum(), 1.0)
+    if public:  # weak targets, rescaled to the noisy total
+        scale = common_total([v for _, v, _ in noisy + measured], [s for _, _, s in noisy + measured])
         public = [(cols, v * scale / max(v.sum(), 1.0), s) for cols, v, s in public]
     return measured + public
 

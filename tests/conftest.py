@@ -41,8 +41,8 @@ def run_method(method: str, encoder, codes, theta: int = 1, epsilon: float = 1.0
     spec = METHODS[method]
     domain = encoder.domain
     ledger = Ledger(epsilon, delta)
-    rng = np.random.default_rng(seed)
+    noise, synthesis = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(2))
     numeric = numeric if numeric is not None else {c: np.zeros(len(codes)) for c in domain.ranges}
-    private = PrivateTable(codes, numeric, domain, theta, ledger, rng)
-    ctx = RunContext(domain, epsilon, delta, max_records, tuple(groups), 1, rng)
+    private = PrivateTable(codes, numeric, domain, theta, ledger, noise)
+    ctx = RunContext(domain, epsilon, delta, max_records, tuple(groups), 1, synthesis)
     return spec.synthesize(private, public, ctx, spec.make_options(options)).codes, ledger

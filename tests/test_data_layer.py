@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 
 from dataloader.encoding import Encoder
-from dataloader.reading import DataError, read_table, validate
+from dataloader.reading import DataError, as_text, individual_ids, read_table, validate
 from dataloader.schema import parse_schema
 from lib.privacy.bounding import bound_contributions
 
@@ -146,3 +146,21 @@ def test_integer_spike_gets_its_own_bin():
     zero_bin = coder.encode(np.array([0.0]))[0]
     decoded = coder.decode(np.full(100, zero_bin), np.random.default_rng(0))
     assert (decoded == 0).all()
+
+
+def test_individual_ids_are_stripped_and_blank_ids_refused_without_a_count():
+    ids = individual_ids(pd.Series([" 7", "7 ", "8"], name="pid"), "private file")
+    assert list(ids) == ["7", "7", "8"]
+    keep = bound_contributions(ids, 1, np.random.default_rng(0))
+    assert len(keep) == 2  # " 7" and "7 " are one individual
+    with pytest.raises(DataError) as err:
+        individual_ids(pd.Series(["1", " ", "", "2"], name="pid"), "private file")
+    assert str(err.value) == "private file: column pid has blank individual ids; every row needs one"
+
+
+def test_a_dataframe_reads_as_the_csv_text_would():
+    df = pd.DataFrame({"A": [1, 2, None], "B": [1.5, 2.0, float("nan")], "C": ["x", None, "z"],
+                       "D": pd.array([3, None, 4], dtype="Int64")})
+    text = as_text(df)
+    assert text.to_dict("list") == {"A": ["1", "2", ""], "B": ["1.5", "2", ""], "C": ["x", "", "z"],
+                                    "D": ["3", "", "4"]}

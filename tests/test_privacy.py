@@ -83,3 +83,31 @@ def test_ledger_refuses_single_oversized_charge_and_serialises():
     assert d["rho_spent"] == pytest.approx(d["rho_budget"])
     assert d["epsilon_spent"] <= 0.1
     assert d["charges"][0]["step"] == "all"
+
+
+@pytest.mark.parametrize("eps", [0.1, 1.0, 10.0])
+@pytest.mark.parametrize("parts", [3, 7, 23, 253, 276])
+def test_shares_that_sum_to_the_budget_spend_it_exactly_and_never_more(eps, parts):
+    """The last share takes exactly what remains: spent <= budget with no slack, and the
+    epsilon reported never exceeds the requested one (it once read 10.000000000000002)."""
+    ledger = Ledger(eps, 1e-10)
+    for i in range(parts):
+        rho = ledger.grant(ledger.budget / parts, f"step {i}")
+        ledger.charge(f"step {i}", "Gaussian", 1.0, 1.0, rho)
+    assert ledger.spent <= ledger.budget and ledger.spent == pytest.approx(ledger.budget, rel=1e-12)
+    assert ledger.to_dict()["epsilon_spent"] <= eps
+    assert ledger.remaining < 1e-12 * ledger.budget
+    with pytest.raises(BudgetExceeded):
+        ledger.grant(1e-6 * ledger.budget, "one more")
+
+
+def test_grant_gives_exactly_the_remainder_only_within_float_slack():
+    ledger = Ledger(1.0, 1e-9)
+    ledger.charge("first", "Gaussian", 1.0, 1.0, ledger.budget / 3)
+    left = ledger.remaining
+    assert ledger.grant(left * (1 + 1e-13), "last") == left
+    with pytest.raises(BudgetExceeded):
+        ledger.grant(left * 1.001, "too much")
+    with pytest.raises(BudgetExceeded):  # a charge that was not granted is refused, and nothing is recorded
+        ledger.charge("unchecked", "Gaussian", 1.0, 1.0, left * 1.001)
+    assert len(ledger.charges) == 1

@@ -10,7 +10,8 @@ import pytest
 
 from lib.audit import chi_square_gof, discrete_gaussian_pmf, discrete_laplace_pmf
 from lib.privacy.accounting import Ledger
-from lib.privacy.mechanisms import QUANTUM_BITS, gaussian_mechanism
+from lib.privacy.mechanisms import (EM_SAMPLER, QUANTUM_BITS, NoiseTooLarge, exponential_draws, exponential_mechanism,
+                                    gaussian_mechanism)
 from lib.privacy.samplers import (SAMPLER_NAME, WordStream, discrete_gaussian, discrete_laplace, draw_words,
                                   gaussian_parameters, ref_gaussian, ref_laplace)
 
@@ -113,3 +114,47 @@ def test_seeded_draws_repeat_and_unseeded_differ():
     b = discrete_gaussian(p, 100, np.random.default_rng(3))
     c = discrete_gaussian(p, 100, np.random.default_rng())
     assert a.tolist() == b.tolist() and a.tolist() != c.tolist()
+
+
+def test_a_tiny_rho_coarsens_the_grid_and_pays_for_it():
+    """At a rho where sigma would exceed the sampler's 2^30 grid steps, values are rounded to a coarser
+    power-of-two grid and the recorded sensitivity grows by sqrt(m) times its step."""
+    ledger = Ledger(1.0, 1e-6)
+    counts = np.array([5, 7, 9], dtype=np.int64)
+    noisy, sigma, _ = gaussian_mechanism(lambda: counts, 3, True, 1000.0, 1e-15, np.random.default_rng(0), ledger,
+                                         "tiny", "why")
+    (c,) = ledger.charges
+    step = float(c.sensitivity_reason.split("multiples of ")[1].split()[0])
+    assert step > 1 and math.log2(step).is_integer() and np.allclose(noisy / step, np.rint(noisy / step))
+    assert c.sensitivity == pytest.approx(1000.0 + math.sqrt(3) * step)
+    assert c.noise_scale / step <= 2 ** 30 and c.rho >= c.sensitivity ** 2 / (2 * c.noise_scale ** 2)
+
+
+def test_a_hopeless_rho_is_a_clear_error_and_charges_nothing():
+    ledger = Ledger(1.0, 1e-6)
+    with pytest.raises(NoiseTooLarge, match="too small a share"):
+        gaussian_mechanism(lambda: np.zeros(10 ** 4), 10 ** 4, True, 1.0, 1e-24, np.random.default_rng(0), ledger,
+                           "hopeless", "why")
+    assert ledger.charges == []
+
+
+@pytest.mark.parametrize("coefficient_scale,scores", [(0.7, [0, 3, 1, 5, 5, -2]), (0.05, list(range(40)))])
+def test_exponential_draws_follow_the_exponential_mechanism(coefficient_scale, scores):
+    """χ² of 20,000 exact draws against P(i) ∝ exp(-c·(best - score_i))."""
+    coefficient = int(coefficient_scale * 2 ** 62)
+    rng = np.random.default_rng(21)
+    stream = WordStream(draw_words(rng, 1000), 0, rng, 1000)
+    draws = np.array([exponential_draws(scores, coefficient, 1, stream)[0] for _ in range(N)])
+    s = np.asarray(scores, dtype=float)
+    pmf = np.exp(-coefficient / 2 ** 62 * (s.max() - s))
+    assert chi_square_gof(draws, np.arange(len(scores)), pmf) > ALPHA
+
+
+def test_top_k_peels_without_repeats_and_charges_once():
+    ledger = Ledger(10.0, 1e-6)
+    scores = np.array([10.0, 500.0, 20.0, 400.0, 0.0])
+    chosen, rho = exponential_mechanism(lambda: scores, 5, 1.0, 0.5, np.random.default_rng(0), ledger, "top 2",
+                                        "why", k=2)
+    assert sorted(chosen) == [1, 3] and rho == 0.5  # far ahead at eps = sqrt(2) each round
+    (c,) = ledger.charges
+    assert c.sampler == EM_SAMPLER and c.sensitivity == 1.0 + 2.0 ** -QUANTUM_BITS and "top 2" in c.mechanism

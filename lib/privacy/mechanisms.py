@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 QUANTUM_BITS = 10  # real values are rounded to a grid fine enough to add <= 2**-10 of the sensitivity
 EM_SAMPLER = ("exact exponential mechanism: uniform proposals accepted with Bernoulli(exp(-x)) "
               "(Canonne-Kamath-Steinke 2020, Alg. 1) on integers")
-_EM_PRECISION_BITS = 64   # the exponent's coefficient is rounded down to a multiple of 2**-64
+_EM_PRECISION_BITS = 62   # the coefficient is rounded down to a multiple of 2**-62 (uniforms below 2**63 only)
 
 
 class NoiseTooLarge(ValueError):
@@ -110,20 +110,28 @@ def exponential_mechanism(scores: Callable[[], np.ndarray], candidates: int, sen
                   2 * sensitivity / epsilon, rho,
                   sensitivity_reason + f"; scores rounded to multiples of {unit:g}, adding {unit:g}", EM_SAMPLER)
     grid = np.rint(np.asarray(scores(), dtype=np.float64) / unit).astype(np.int64)
-    # accept with exp(-(best - score) * unit * epsilon / (2 * sensitivity)), the coefficient rounded down
-    scale = 1 << _EM_PRECISION_BITS
-    coefficient = math.floor(Fraction(unit) * Fraction(epsilon) / (2 * Fraction(sensitivity)) * scale)
-    stream = WordStream(draw_words(rng, 256), 0, rng, 256)
-    left = list(range(candidates))
+    # accept with exp(-c·(best - score)), c = unit·sqrt(8ρ/k)/(2Δ) rounded down to a multiple of 2**-62:
+    # floor(sqrt(x)) = isqrt(floor(x)) on the exact rational c²·2**124, so no float rounding can raise ε
+    squared = Fraction(unit) ** 2 * 8 * Fraction(rho) / (k * 4 * Fraction(sensitivity) ** 2)
+    coefficient = math.isqrt(math.floor(squared * (1 << (2 * _EM_PRECISION_BITS))))
+    chosen = exponential_draws([int(g) for g in grid], coefficient, k, WordStream(draw_words(rng, 256), 0, rng, 256))
+    log.debug("selected %s: %d of %d candidates, sensitivity %.6g, eps %.6g each, rho %.6g", step, k, candidates,
+              sensitivity, epsilon, rho)
+    return chosen, rho
+
+
+def exponential_draws(scores: list[int], coefficient: int, k: int, stream: WordStream) -> tuple[int, ...]:
+    """k distinct indices, each round drawn with P(i) ∝ exp(-coefficient·2**-62·(best - scores[i])) over
+    the indices left, exactly: a uniform proposal is accepted with that probability (its best
+    is accepted surely), by the integer Bernoulli(exp(-x)) sampler reading ``stream``."""
+    left = list(range(len(scores)))
     chosen = []
     for _ in range(k):
-        best = max(int(grid[i]) for i in left)
+        best = max(scores[i] for i in left)
         while True:
             i = left[ref_below(len(left), stream)] if len(left) > 1 else left[0]
-            if ref_bern_exp((best - int(grid[i])) * coefficient, scale, stream) == 1:
+            if ref_bern_exp((best - scores[i]) * coefficient, 1 << _EM_PRECISION_BITS, stream) == 1:
                 break
         chosen.append(i)
         left.remove(i)
-    log.debug("selected %s: %d of %d candidates, sensitivity %.6g, eps %.6g each, rho %.6g", step, k, candidates,
-              sensitivity, epsilon, rho)
-    return tuple(chosen), rho
+    return tuple(chosen)

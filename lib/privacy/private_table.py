@@ -68,7 +68,8 @@ class PrivateTable:
     domain's numeric columns; ``ids`` (optional): each row's individual, used to keep at
     most ``theta`` random rows per individual (``bound_rng``); without ids each row is
     taken to belong to an individual with at most ``theta`` rows, as the parameters
-    declare.  ``rng`` draws the noise; ``ledger`` holds the run's budget.
+    declare.  ``rng`` draws the noise (and the selections' randomness) and should be the
+    table's own: nothing released should be drawn from it; ``ledger`` holds the run's budget.
     """
 
     __slots__ = ("domain", "theta", "_ledger", "_rng", "_released", "__records")

@@ -14,7 +14,8 @@ up so the variance is never below the requested one).  Its acceptance test needs
 ~ 5e7, so a proposal beyond it has probability below exp(-40)); such a proposal is
 tested in Python integers by the reference functions below, so the output stays exact.  The reference functions are
 the same algorithm in Python integers; given the same words both paths give the same
-samples, which tests/test_samplers.py checks.
+samples, which tests/test_samplers.py checks.  The exponential mechanism
+(lib/privacy/mechanisms.py) uses them directly: its exponents are large exact rationals.
 
 Word buffers are consumed in order; when one runs out mid-proposal the proposal is
 replayed from its first word after appending fresh words, so the result is the same as

@@ -1,0 +1,109 @@
+"""The measurement boundary: lib/ imports nothing of ours, methods reach private data only through
+the private table's measuring calls, and the table answers only its own kinds of queries."""
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from api import release
+from lib.domain import Domain
+from lib.privacy.accounting import Ledger
+from lib.privacy.private_table import PrivateTable
+from lib.privacy.queries import Marginal, Sensitivity
+from method import METHODS
+from method.base import Method, SynthesisResult
+
+ROOT = Path(__file__).resolve().parent.parent
+OURS = ("api", "main", "dataloader", "method", "evaluation", "bench", "tests")
+PRIVATE_SIDE = ("lib.privacy.bounding", "lib.privacy.samplers", "lib.privacy.mechanisms")
+
+
+def imports(path: Path) -> list[tuple[str, list[str]]]:
+    """(module, imported names) of every import statement in ``path``."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out += [(alias.name, []) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            out.append((node.module or "", [alias.name for alias in node.names]))
+    return out
+
+
+def test_lib_imports_nothing_of_ours():
+    for path in (ROOT / "lib").rglob("*.py"):
+        for module, _ in imports(path):
+            assert module.split(".")[0] not in OURS, f"{path.relative_to(ROOT)} imports {module}"
+
+
+def test_methods_reach_private_data_only_through_the_private_table():
+    """No method module imports the data layer, the pipeline, or the privacy side's internals (bounding,
+    samplers, mechanisms, underscore names), nor touches an underscore attribute (the table's records,
+    ledger and noise generator are underscore attributes)."""
+    for path in (ROOT / "method").glob("*.py"):
+        where = path.relative_to(ROOT)
+        for module, names in imports(path):
+            assert module.split(".")[0] not in ("dataloader", "api", "main", "evaluation"), f"{where}: {module}"
+            assert module not in PRIVATE_SIDE, f"{where} imports {module}"
+            assert not [n for n in names if n.startswith("_")], f"{where} imports {names} from {module}"
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute):
+                assert not (node.attr.startswith("_") and not node.attr.endswith("__")), \
+                    f"{where}:{node.lineno} reads .{node.attr}"
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("getattr", "vars"):
+                raise AssertionError(f"{where}:{node.lineno} calls {node.func.id}")
+
+
+def small_table() -> PrivateTable:
+    domain = Domain(("A", "B"), (2, 3))
+    codes = np.array([[0, 1], [1, 2], [1, 0]], dtype=np.int32)
+    return PrivateTable(codes, {}, domain, 1, Ledger(1.0, 1e-9), np.random.default_rng(0))
+
+
+def test_the_table_shows_no_records():
+    private = small_table()
+    public = {name for name in dir(private) if not name.startswith("_")}
+    assert public == {"domain", "theta", "budget", "remaining", "released", "measure", "select"}
+    for name in ("codes", "records", "numeric", "ids"):
+        with pytest.raises(AttributeError):
+            getattr(private, name)
+    with pytest.raises(TypeError):
+        vars(private)
+
+
+def test_the_table_refuses_a_query_kind_of_a_methods_making():
+    @dataclass(frozen=True)
+    class Understated(Marginal):
+        def sensitivity(self, theta: int) -> Sensitivity:
+            return Sensitivity(1, 1, "claims one row whatever theta is")
+
+    private = small_table()
+    with pytest.raises(TypeError, match="answers only"):
+        private.measure(Understated(("A",)), 0.001)
+    with pytest.raises(ValueError, match="not domain columns"):
+        private.measure(Marginal(("Z",)), 0.001)
+    assert private._ledger.charges == []
+
+
+def test_a_method_gets_no_private_array(monkeypatch):
+    """A spy method records what it is handed: only the private table holds arrays of private rows."""
+    seen = {}
+
+    def spy(private, public, ctx, options):
+        seen["args"] = (public, ctx, options)
+        seen["private"] = private
+        m = private.measure(Marginal(("A",)), private.budget)
+        return SynthesisResult(np.zeros((int(max(m.total, 0)), 2), dtype=np.int32))
+
+    monkeypatch.setitem(METHODS, "spy", Method("spy", "records its arguments", spy))
+    private = pd.DataFrame({"A": ["x", "y"] * 50, "B": ["1", "2"] * 50})
+    params = {"runs": [{"epsilon": 1, "delta": 1e-9, "max_records": 1000, "max_records_per_individual": 1}],
+              "schema": {"A": {"values": ["x", "y"]}, "B": {"values": [1, 2]}}}
+    (run,) = release(private, params, method="spy", seed=0)
+    public, ctx, options = seen["args"]
+    assert public is None and not any(isinstance(v, np.ndarray) for v in vars(ctx).values())
+    assert isinstance(seen["private"], PrivateTable)
+    assert [m.label for m in run.measurements] == ["1-way marginal A"]
+    assert run.ledger.spent == run.ledger.budget

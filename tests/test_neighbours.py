@@ -1,0 +1,144 @@
+"""Neighbouring tables: for every kind of query the private table answers, the exact change of the
+answer when one individual is added is within the sensitivity the table records for it.
+
+D has 200 rows of 80 individuals; D' adds one individual with theta + 2 rows, which the table's
+contribution bounding cuts to theta.  Their rows are either clustered (all in one cell, numeric
+values at the extremes that meet every threshold and maximise the sums) or spread at random.
+The exact answers are read from the table's records (a test's privilege; tests/test_boundary.py
+keeps methods away from them); the recorded sensitivity from the ledger after a measurement.
+"""
+import itertools
+
+import numpy as np
+import pytest
+
+from lib.domain import Domain
+from lib.privacy.accounting import Ledger
+from lib.privacy.private_table import PrivateTable
+from lib.privacy.queries import QUERY_KINDS, DependencyScores, LinearSums, Marginal, Thresholds
+
+DOMAIN = Domain(("A", "B", "G", "X", "Y"), (3, 4, 2, 5, 5), {"X": (0.0, 100.0), "Y": (-5.0, 5.0)})
+QUERIES = [
+    Marginal(()),
+    Marginal(("A",)),
+    Marginal(("A", "B")),
+    Marginal(("G", "A", "B")),
+    Marginal(("X", "Y")),
+    Thresholds(("X",), ((1.0,),), (0.1, 0.5, 0.9)),
+    Thresholds(("X", "Y"), ((1.0, 0.5), (-1.0, 2.0), (0.3, -0.7)), (-0.5, 0.0, 0.25, 0.5, 1.0), by=("G",)),
+    LinearSums(("X",), ((1.0,),)),
+    LinearSums(("X", "Y"), ((1.0, 1.0), (2.0, -1.0), (-0.5, -0.5)), by=("A",)),
+    DependencyScores((("A", "B"), ("A", "G"), ("B", "G"))),
+]
+THETAS = range(1, 8)
+BASE_ROWS, INDIVIDUALS = 200, 80
+
+
+def neighbours(theta: int, clustered: bool, seed: int):
+    """(D, D') as (codes, numeric, ids): D' = D plus one individual with theta + 2 rows."""
+    rng = np.random.default_rng(seed)
+
+    def rows(n):
+        codes = np.column_stack([rng.integers(0, s, n) for s in DOMAIN.sizes]).astype(np.int32)
+        x = rng.uniform(0, 100, n)
+        y = np.where(rng.random(n) < 0.1, np.nan, rng.uniform(-5, 5, n))
+        return codes, x, y
+    codes, x, y = rows(BASE_ROWS)
+    ids = rng.integers(0, INDIVIDUALS, BASE_ROWS).astype(str).astype(object)
+    extra_codes, extra_x, extra_y = rows(theta + 2)
+    if clustered:
+        extra_codes[:] = 0
+        extra_x[:] = 0.0   # scaled 0: meets every threshold >= 0
+        extra_y[:] = 5.0   # scaled 1
+    d = (codes, {"X": x, "Y": y}, ids)
+    d2 = (np.vstack([codes, extra_codes]), {"X": np.r_[x, extra_x], "Y": np.r_[y, extra_y]},
+          np.r_[ids, np.full(theta + 2, "newcomer", dtype=object)])
+    return d, d2
+
+
+def table(data, theta, seed=0) -> PrivateTable:
+    codes, numeric, ids = data
+    return PrivateTable(codes, numeric, DOMAIN, theta, Ledger(1.0, 1e-9), np.random.default_rng(seed), ids=ids,
+                        bound_rng=np.random.default_rng(99))
+
+
+def exact(private: PrivateTable, query) -> np.ndarray:
+    return np.asarray(query.answer(private._PrivateTable__records), dtype=np.float64)
+
+
+def recorded_sensitivity(private: PrivateTable, query) -> float:
+    private.measure(query, 1e-3)
+    return private._ledger.charges[-1].sensitivity
+
+
+def test_every_query_kind_is_covered():
+    assert {type(q) for q in QUERIES} == set(QUERY_KINDS)
+
+
+@pytest.mark.parametrize("theta", THETAS)
+@pytest.mark.parametrize("clustered", [True, False], ids=["clustered", "spread"])
+def test_one_individual_moves_each_answer_by_at_most_its_recorded_sensitivity(theta, clustered):
+    for seed in range(3):
+        d, d2 = neighbours(theta, clustered, seed)
+        small, large = table(d, theta), table(d2, theta)
+        for query in QUERIES:
+            change = exact(large, query) - exact(small, query)
+            declared = query.sensitivity(theta)
+            assert np.abs(change).sum() <= declared.l1 + 1e-9, (query, seed)
+            assert np.sqrt((change ** 2).sum()) <= declared.l2 + 1e-9, (query, seed)
+            assert declared.l2 <= recorded_sensitivity(large, query) + 1e-12, query
+
+
+@pytest.mark.parametrize("theta", THETAS)
+def test_the_bounds_are_reached_where_they_are_exact(theta):
+    """Clustered rows reach theta on a marginal and theta*sqrt(k) on k prefix thresholds: a table that
+    scaled noise for one row (or ignored the thresholds' count) would be caught."""
+    d, d2 = neighbours(theta, True, 0)
+    small, large = table(d, theta), table(d2, theta)
+    for query, bound in ((Marginal(("A", "B")), theta), (Thresholds(("X",), ((1.0,),), (0.1, 0.5, 0.9)),
+                                                          theta * np.sqrt(3))):
+        change = exact(large, query) - exact(small, query)
+        assert np.sqrt((change ** 2).sum()) == pytest.approx(bound)
+
+
+@pytest.mark.parametrize("theta", THETAS)
+@pytest.mark.parametrize("clustered", [True, False], ids=["clustered", "spread"])
+def test_selection_scores_move_by_at_most_the_recorded_sensitivity(theta, clustered):
+    candidates = [Marginal(("A",)), Marginal(("A", "B")), QUERIES[6], QUERIES[5]]
+    weights, penalties = [1.0, 2.0, 0.5, 3.0], [0.0, 3.0, 1.0, 2.5]
+    for seed in range(3):
+        d, d2 = neighbours(theta, clustered, seed)
+        small, large = table(d, theta), table(d2, theta)
+        rng = np.random.default_rng(seed)
+        references = [rng.uniform(0, 30, q.shape(DOMAIN)) for q in candidates]
+
+        def scores(private):
+            return np.array([w * (np.abs(exact(private, q) - r).sum() - p)
+                             for q, r, w, p in zip(candidates, references, weights, penalties)])
+        large.select(candidates, references, 1e-3, weights=weights, penalties=penalties)
+        recorded = large._ledger.charges[-1].sensitivity
+        assert np.abs(scores(large) - scores(small)).max() <= recorded
+
+
+def test_bounding_keeps_theta_rows_of_each_individual():
+    theta = 3
+    _, d2 = neighbours(theta, True, 0)
+    kept = exact(table(d2, theta), Marginal(()))
+    ids = d2[2]
+    expected = sum(min(count, theta) for count in np.unique(ids, return_counts=True)[1])
+    assert kept == expected
+
+
+def test_queries_and_selections_are_recorded_in_order():
+    d, _ = neighbours(2, False, 0)
+    private = table(d, 2)
+    first = private.measure(Marginal(("A",)), 1e-3)
+    chosen = private.select([Marginal(("A",)), Marginal(("B",))], [np.zeros(3), np.zeros(4)], 1e-3, k=2)
+    assert private.released == (first, chosen) and sorted(chosen.chosen) == [0, 1]
+    assert [c.step for c in private._ledger.charges] == ["1-way marginal A", "selection of 2 of 2 candidates"]
+
+
+def test_pairs_of_queries_never_share_answers():
+    """Distinct queries answer independently: a guard that the harness's QUERIES are all distinct."""
+    for a, b in itertools.combinations(QUERIES, 2):
+        assert a != b
