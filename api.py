@@ -32,8 +32,8 @@ import numpy as np
 import pandas as pd
 
 from dataloader.encoding import DEFAULT_BINS, Encoder
-from dataloader.reading import (ON_INVALID, DataError, as_text, check_columns, individual_ids, read_csv_text,
-                                read_header, public_ranges, validate)
+from dataloader.reading import (ON_INVALID, DataError, as_text, check_columns, individual_ids, public_ranges,
+                                read_header, read_table, validate)
 from dataloader.schema import NUMERIC, Run, Schema, SchemaError, load_schema, parse_schema
 from dataloader.writing import StagedFiles, SubmissionWriter, check_writable
 from lib.privacy.accounting import BudgetExceeded, Ledger, classic_rho_from_eps_delta
@@ -183,8 +183,7 @@ def _text(source: pd.DataFrame | str | Path, schema: Schema, what: str, id_colum
         name = f"{what} table"
         return check_columns(as_text(source), schema, name, id_column, allow_extra), name
     name = f"{what} file"
-    return check_columns(read_csv_text(source, name, private), schema, f"{name} {Path(source)}", id_column,
-                         allow_extra), name
+    return read_table(source, schema, name, id_column, allow_extra, private), name
 
 
 @dataclass(frozen=True)
@@ -245,12 +244,12 @@ def synthesize_run(table: EncodedTable, encoder: Encoder, public: PublicData | N
     """Build the run's private table (bounding, ledger, its own noise generator) and let the method
     spend exactly this run's budget through it.  ``seeds``: bounding, noise, synthesis (decoding is
     the fourth, used by the caller)."""
-    ledger = Ledger(run.epsilon, run.delta)
+    ledger, domain = Ledger(run.epsilon, run.delta), encoder.domain
     start = time.perf_counter()
-    private = PrivateTable(table.codes, table.numeric, encoder.domain, run.max_records_per_individual, ledger,
+    private = PrivateTable(table.codes, table.numeric, domain, run.max_records_per_individual, ledger,
                            np.random.default_rng(seeds[1]), ids=table.ids, bound_rng=np.random.default_rng(seeds[0]))
     bounding = time.perf_counter() - start
-    ctx = RunContext(encoder.domain, run.epsilon, run.delta, run.max_records, group_columns, jobs,
+    ctx = RunContext(domain, run.epsilon, run.delta, run.max_records, group_columns, jobs,
                      np.random.default_rng(seeds[2]))
     result = spec.synthesize(private, public, ctx, options)
     return RunOutput(result, ledger, private.released, {"bounding": bounding, **ctx.timings})

@@ -9,6 +9,7 @@ Synthesis is the default command; see ``python main.py --help``.  The evaluation
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import signal
@@ -22,7 +23,7 @@ from dataloader.schema import NUMERIC, SchemaError, load_schema
 from dataloader.submission import check_submission
 from dataloader.writing import StagedFiles, check_writable
 from method import METHODS
-from method.base import OptionError, flag, option_fields
+from method.base import OptionError, flag
 
 COMMANDS = ("synthesize", "validate", "score", "report")
 OPTION_PREFIX = "method_option_"
@@ -105,7 +106,7 @@ def option_owners() -> dict[str, list[str]]:
     """Each method option's field name -> the methods that declare it."""
     owners: dict[str, list[str]] = {}
     for spec in METHODS.values():
-        for f in option_fields(spec.options):
+        for f in dataclasses.fields(spec.options):
             owners.setdefault(f.name, []).append(spec.name)
     return owners
 
@@ -114,7 +115,7 @@ def _add_method_options(parser: argparse.ArgumentParser) -> None:
     """One argument group per method with options; a flag shared by methods is listed once."""
     added = set()
     for spec in METHODS.values():
-        fields = [f for f in option_fields(spec.options) if f.name not in added]
+        fields = [f for f in dataclasses.fields(spec.options) if f.name not in added]
         if not fields:
             continue
         group = parser.add_argument_group(f"{spec.name} options", f"only with --method {spec.name}")

@@ -4,11 +4,8 @@ from __future__ import annotations
 import numpy as np
 
 
-def count_marginal(codes: np.ndarray, sizes: tuple[int, ...]) -> np.ndarray:
-    """Histogram of the rows of ``codes`` (n × k ints, column j in 0..sizes[j]-1), shape ``sizes``.
-
-    One pass: a flattened cell index and ``np.bincount``.
-    """
+def cell_index(codes: np.ndarray, sizes: tuple[int, ...]) -> np.ndarray:
+    """Flat (row-major) cell index of each row of ``codes`` (n × k ints, column j in 0..sizes[j]-1)."""
     codes = np.asarray(codes)
     if codes.ndim == 1:
         codes = codes[:, None]
@@ -16,7 +13,15 @@ def count_marginal(codes: np.ndarray, sizes: tuple[int, ...]) -> np.ndarray:
     for j, size in enumerate(sizes):
         flat *= size
         flat += codes[:, j]
-    return np.bincount(flat, minlength=int(np.prod(sizes))).reshape(sizes)
+    return flat
+
+
+def count_marginal(codes: np.ndarray, sizes: tuple[int, ...]) -> np.ndarray:
+    """Histogram of the rows of ``codes`` (n × k ints, column j in 0..sizes[j]-1), shape ``sizes``.
+
+    One pass: a flattened cell index and ``np.bincount``.
+    """
+    return np.bincount(cell_index(codes, sizes), minlength=int(np.prod(sizes))).reshape(sizes)
 
 
 def clip_and_normalise(noisy: np.ndarray) -> np.ndarray:

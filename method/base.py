@@ -46,10 +46,6 @@ def option(default: Any, help: str, *, type: type = str, choices: tuple | None =
     return field(default=default, metadata={"help": help, "type": type, "choices": choices, "minimum": minimum})
 
 
-def option_fields(options_class: type) -> tuple[dataclasses.Field, ...]:
-    return dataclasses.fields(options_class)
-
-
 def flag(name: str) -> str:
     """The command-line flag of an option field: ``group_round`` -> ``--group-round``."""
     return "--" + name.replace("_", "-")
@@ -59,7 +55,7 @@ def check_options(options) -> list[str]:
     """One line per option whose value has the wrong type, is not a choice, or is below its minimum."""
     problems = []
     values = dataclasses.asdict(options)
-    for f in option_fields(type(options)):
+    for f in dataclasses.fields(options):
         value, meta = values[f.name], f.metadata
         if value is None and f.default is None:
             continue
@@ -137,7 +133,7 @@ class Method:
             options = given
         else:
             given = dict(given or {})
-            known = {f.name for f in option_fields(self.options)}
+            known = {f.name for f in dataclasses.fields(self.options)}
             unknown = sorted(set(given) - known)
             if unknown:
                 raise OptionError([f"method {self.name} has no option {name!r}" + (

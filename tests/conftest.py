@@ -30,19 +30,16 @@ def write_params(path: Path, schema: dict, runs: list | None = None) -> Path:
 
 def run_method(method: str, encoder, codes, theta: int = 1, epsilon: float = 1.0, delta: float = 1e-9,
                groups: tuple = (), max_records: int = 10 ** 6, seed: int = 0, public=None, numeric=None, **options):
-    """Run a registered method on ``codes`` through a PrivateTable; returns (codes out, ledger)."""
+    """Run a registered method on ``codes`` the way a release does (api.synthesize_run); returns
+    (codes out, ledger)."""
     import numpy as np
 
-    from lib.privacy.accounting import Ledger
-    from lib.privacy.private_table import PrivateTable
+    from api import EncodedTable, synthesize_run
+    from dataloader.schema import Run
     from method import METHODS
-    from method.base import RunContext
 
     spec = METHODS[method]
-    domain = encoder.domain
-    ledger = Ledger(epsilon, delta)
-    noise, synthesis = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(2))
-    numeric = numeric if numeric is not None else {c: np.zeros(len(codes)) for c in domain.ranges}
-    private = PrivateTable(codes, numeric, domain, theta, ledger, noise)
-    ctx = RunContext(domain, epsilon, delta, max_records, tuple(groups), 1, synthesis)
-    return spec.synthesize(private, public, ctx, spec.make_options(options)).codes, ledger
+    numeric = numeric if numeric is not None else {c: np.zeros(len(codes)) for c in encoder.domain.ranges}
+    out = synthesize_run(EncodedTable(codes, numeric, None), encoder, public, Run(epsilon, delta, max_records, theta),
+                         spec, spec.make_options(options), tuple(groups), 1, np.random.SeedSequence(seed).spawn(4))
+    return out.result.codes, out.ledger

@@ -7,8 +7,6 @@ values at the extremes that meet every threshold and maximise the sums) or sprea
 The exact answers are read from the table's records (a test's privilege; tests/test_boundary.py
 keeps methods away from them); the recorded sensitivity from the ledger after a measurement.
 """
-import itertools
-
 import numpy as np
 import pytest
 
@@ -136,9 +134,3 @@ def test_queries_and_selections_are_recorded_in_order():
     chosen = private.select([Marginal(("A",)), Marginal(("B",))], [np.zeros(3), np.zeros(4)], 1e-3, k=2)
     assert private.released == (first, chosen) and sorted(chosen.chosen) == [0, 1]
     assert [c.step for c in private._ledger.charges] == ["1-way marginal A", "selection of 2 of 2 candidates"]
-
-
-def test_pairs_of_queries_never_share_answers():
-    """Distinct queries answer independently: a guard that the harness's QUERIES are all distinct."""
-    for a, b in itertools.combinations(QUERIES, 2):
-        assert a != b

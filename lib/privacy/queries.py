@@ -24,7 +24,7 @@ from typing import Mapping
 import numpy as np
 
 from lib.domain import Domain
-from lib.marginals import count_marginal
+from lib.marginals import cell_index, count_marginal
 
 EXACT_BOX_COLUMNS = 12  # up to this many columns, max over [0,1]^p of ||Wx||_2 is found at the 2^p corners
 
@@ -45,11 +45,7 @@ class Records:
 
     def cells(self, attrs: tuple[str, ...]) -> np.ndarray:
         """Flat cell index of every row in the marginal over ``attrs`` (0 for no attrs)."""
-        flat = np.zeros(len(self.codes), dtype=np.int64)
-        for j, size in zip(self.domain.indices(attrs), self.domain.shape(attrs)):
-            flat *= size
-            flat += self.codes[:, j]
-        return flat
+        return cell_index(self.codes[:, self.domain.indices(attrs)], self.domain.shape(attrs))
 
 
 @dataclass(frozen=True)
