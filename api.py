@@ -34,14 +34,21 @@ import pandas as pd
 from dataloader.encoding import DEFAULT_BINS, Encoder
 from dataloader.reading import (ON_INVALID, DataError, as_text, check_columns, individual_ids, public_ranges,
                                 read_header, read_table, validate)
+from dataloader.rules import violations
 from dataloader.schema import NUMERIC, Run, Schema, SchemaError, load_schema, parse_schema
+from dataloader.structure import Structure, detect, null_switches, switch_cuts
 from dataloader.writing import StagedFiles, SubmissionWriter, check_writable
 from lib.privacy.accounting import BudgetExceeded, Ledger, classic_rho_from_eps_delta
 from lib.privacy.mechanisms import NoiseTooLarge
+from lib.constraints import Boxes
+from lib.marginals import cell_index
 from lib.privacy.private_table import Measurement, PrivateTable, Selection
 from lib.progress import log_above_bars, progress
 from method import METHODS
 from method.base import Method, OptionError, PublicData, RunContext, SynthesisResult
+from method.group_values import SHARE as GROUP_VALUE_SHARE
+from method.group_values import measure_group_values
+from method.structure import finish
 
 log = logging.getLogger("dpsyn")
 
@@ -83,7 +90,7 @@ def release(private: pd.DataFrame | str | Path, params: Mapping | str | Path | S
             options: Mapping[str, Any] | Any | None = None, *, seed: int | None = None,
             id_column: str | None = None, group_columns: Sequence[str] | None = None, jobs: int = 1,
             on_invalid: str = "error", bins: int = DEFAULT_BINS, show_private_counts: bool = False,
-            output: str | Path | None = None) -> list[RunRelease]:
+            derive: bool = True, output: str | Path | None = None) -> list[RunRelease]:
     """One synthetic table per run of ``params`` (a parameters dict, a path to one, or a Schema).
 
     ``private`` / ``public``: a DataFrame (any dtypes; missing cells are missing values) or a
@@ -93,8 +100,10 @@ def release(private: pd.DataFrame | str | Path, params: Mapping | str | Path | S
     synthesize per cell of these (default PUMA, YEAR where the schema has them; () for
     none); ``jobs``: worker processes; ``on_invalid``: error, clip or drop values outside
     the schema; ``bins``: bins for numeric columns whose schema gives none; ``seed``: for
-    tests only (seeded noise is not private); ``output``: also write the submission CSV
-    there and one ledger JSON per run beside it.
+    tests only (seeded noise is not private); ``derive``: detect derived, null-linked and
+    group-level columns from the public file (and apply the declared ones) and set them
+    after synthesis (False: synthesize every column as it is; edit rules hold either way);
+    ``output``: also write the submission CSV there and one ledger JSON per run beside it.
 
     Privacy: each run is (epsilon, delta)-DP for one individual with up to theta rows, as
     its ledger records (PRIVACY.md).  Bad input raises one of ``BAD_INPUT``, before anything
@@ -110,8 +119,8 @@ def release(private: pd.DataFrame | str | Path, params: Mapping | str | Path | S
         output = check_writable(Path(output))
     seed_seq = _seed_sequence(seed)
 
-    data = _prepare(private, public, schema, id_column, on_invalid, bins, show_private_counts)
-    _log_plan(data.schema, data.encoder, groups, data.id_column, spec.name)
+    data = _prepare(private, public, schema, id_column, on_invalid, bins, show_private_counts, groups, derive)
+    _log_plan(data.schema, data.encoder, groups, data.id_column, spec.name, data.structure)
 
     runs = list(data.schema.runs)
     seeds = [s.spawn(4) for s in seed_seq.spawn(len(runs))]
@@ -189,7 +198,8 @@ def _text(source: pd.DataFrame | str | Path, schema: Schema, what: str, id_colum
 @dataclass(frozen=True)
 class Prepared:
     """The validated inputs of a release: the schema with public ranges filled, the encoder, the
-    encoded private table, the public data, the id column, and seconds spent reading and encoding."""
+    encoded private table, the public data, the id column, the record structure, and seconds
+    spent reading and encoding."""
 
     schema: Schema
     encoder: Encoder
@@ -198,16 +208,18 @@ class Prepared:
     id_column: str | None
     reading: float
     encoding: float
+    structure: Structure = Structure()
 
 
-def _prepare(private, public, schema: Schema, id_column, on_invalid, bins, show_private_counts) -> Prepared:
-    """Read, validate and encode; ranges and bin edges come from the schema and the public data,
-    never from the private table."""
+def _prepare(private, public, schema: Schema, id_column, on_invalid, bins, show_private_counts,
+             group_columns: tuple[str, ...] = (), derive: bool = True) -> Prepared:
+    """Read, validate and encode; ranges, bin edges and the record structure come from the schema
+    and the public data, never from the private table."""
     start = time.perf_counter()
-    public_typed = None
+    public_typed = public_text = None
     if public is not None:
-        text, name = _text(public, schema, "public", allow_extra=True)
-        public_typed = validate(text, schema, name, public=True)
+        public_text, name = _text(public, schema, "public", allow_extra=True)
+        public_typed = validate(public_text, schema, name, public=True)
         schema = schema.with_public_ranges(public_ranges(public_typed, schema))
     schema.require_ranges()
     header = list(private.columns) if isinstance(private, pd.DataFrame) else read_header(private)
@@ -218,14 +230,16 @@ def _prepare(private, public, schema: Schema, id_column, on_invalid, bins, show_
     reading = time.perf_counter() - start
 
     start = time.perf_counter()
-    encoder = Encoder.fit(schema, public_typed, default_bins=bins)
+    switches = null_switches(schema, public_typed) if public_typed is not None else []
+    encoder = Encoder.fit(schema, public_typed, default_bins=bins, structural_cuts=switch_cuts(switches, schema))
+    structure = detect(schema, encoder, public_typed, public_text, group_columns, switches, derive)
     numeric = [c.name for c in schema.columns if c.kind == NUMERIC]
     table = EncodedTable(encoder.encode(typed), {c: typed[c].to_numpy(dtype=np.float64) for c in numeric}, ids)
     public_data = None
     if public_typed is not None:
         public_data = PublicData(encoder.encode(public_typed),
                                  {c: public_typed[c].to_numpy(dtype=np.float64) for c in numeric})
-    return Prepared(schema, encoder, table, public_data, id_column, reading, time.perf_counter() - start)
+    return Prepared(schema, encoder, table, public_data, id_column, reading, time.perf_counter() - start, structure)
 
 
 @dataclass(frozen=True)
@@ -240,27 +254,75 @@ class RunOutput:
 
 def synthesize_run(table: EncodedTable, encoder: Encoder, public: PublicData | None, run: Run, spec: Method,
                    options, group_columns: tuple[str, ...], jobs: int,
-                   seeds: list[np.random.SeedSequence]) -> RunOutput:
+                   seeds: list[np.random.SeedSequence], structure: Structure = Structure()) -> RunOutput:
     """Build the run's private table (bounding, ledger, its own noise generator) and let the method
-    spend exactly this run's budget through it.  ``seeds``: bounding, noise, synthesis (decoding is
+    spend exactly this run's budget through it, then make its codes meet ``structure``
+    (method/structure.py: post-processing).  ``seeds``: bounding, noise, synthesis (decoding is
     the fourth, used by the caller)."""
     ledger, domain = Ledger(run.epsilon, run.delta), encoder.domain
     start = time.perf_counter()
     private = PrivateTable(table.codes, table.numeric, domain, run.max_records_per_individual, ledger,
                            np.random.default_rng(seeds[1]), ids=table.ids, bound_rng=np.random.default_rng(seeds[0]))
     bounding = time.perf_counter() - start
+    skip = structure.skipped(domain.names)
+    skipped = set(domain.indices(skip))
     ctx = RunContext(domain, run.epsilon, run.delta, run.max_records, group_columns, jobs,
-                     np.random.default_rng(seeds[2]))
+                     np.random.default_rng(seeds[2]), skip=skip,
+                     boxes=Boxes(tuple(b for b in structure.boxes.boxes if not skipped & set(b.columns))))
+    with ctx.timed("measuring"):
+        group_values = _measure_group_values(private, encoder, structure)
     result = spec.synthesize(private, public, ctx, options)
-    return RunOutput(result, ledger, private.released, {"bounding": bounding, **ctx.timings})
+    with ctx.timed("structure"):
+        codes, raw = np.array(result.codes, dtype=np.int32, copy=True), dict(result.raw)
+        for column, (within, values) in group_values.items():
+            cells = cell_index(codes[:, domain.indices(within)], domain.shape(within))
+            raw[column] = values[cells]
+            codes[:, domain.index(column)] = encoder.coder(column).encode(raw[column])
+        codes = finish(codes, domain, group_columns, structure.boxes, structure.derivations,
+                       structure.null_links, structure.group_level, private.released, ctx.rng,
+                       fixed=tuple(group_values))
+    return RunOutput(SynthesisResult(codes, raw), ledger, private.released, {"bounding": bounding, **ctx.timings})
+
+
+def _measure_group_values(private: PrivateTable, encoder: Encoder, structure: Structure) -> dict:
+    """Each group-level numeric column's value per cell of its ``within`` columns, measured with
+    GROUP_VALUE_SHARE of the run's rho each (method/group_values.py); {} when there is none."""
+    out = {}
+    for column, within in structure.group_level:
+        coder = encoder.coder(column)
+        if coder.categories is not None or coder.column.null is not None:
+            continue  # categorical ones: the method's own group × column marginals (method/structure.py)
+        low, high = coder.column.low, coder.column.high
+        step = coder.step or (high - low) / 1e6
+        out[column] = (within, measure_group_values(private, column, within, low, high, step,
+                                                    GROUP_VALUE_SHARE * private.budget))
+    return out
 
 
 def _release_run(data: Prepared, run: Run, spec: Method, options, group_columns, jobs, seeds) -> RunRelease:
-    out = synthesize_run(data.table, data.encoder, data.public, run, spec, options, group_columns, jobs, seeds)
+    out = synthesize_run(data.table, data.encoder, data.public, run, spec, options, group_columns, jobs, seeds,
+                         data.structure)
     start = time.perf_counter()
-    typed = data.encoder.decode(out.result.codes, np.random.default_rng(seeds[3]), out.result.raw)
+    typed = decode_release(data.encoder, out.result, data.structure, np.random.default_rng(seeds[3]))
+    broken = {rule: n for rule, n in violations(typed, data.schema.rules,
+                                                {c.name: c for c in data.schema.columns}).items() if n}
+    if broken:  # repair guarantees none; this is the final check
+        raise RuntimeError(f"released records break edit rules: {broken}")
     return RunRelease(run, typed, out.ledger, out.measurements,
                       {**out.timings, "decoding": time.perf_counter() - start})
+
+
+def decode_release(encoder: Encoder, result: SynthesisResult, structure: Structure,
+                   rng: np.random.Generator) -> pd.DataFrame:
+    """The typed synthetic table; a group-level column is decoded once per cell of its ``within``
+    columns (every row of a cell shares the first row's value)."""
+    typed = encoder.decode(result.codes, rng, result.raw)
+    domain = encoder.domain
+    for column, within in structure.group_level:
+        cells = cell_index(result.codes[:, domain.indices(within)], domain.shape(within))
+        _, first, inverse = np.unique(cells, return_index=True, return_inverse=True)
+        typed[column] = typed[column].iloc[first[inverse]].reset_index(drop=True)
+    return typed
 
 
 def ledger_path(output: Path, epsilon: float) -> Path:
@@ -288,7 +350,7 @@ def write_release(releases: list[RunRelease], schema: Schema, output: Path, id_c
     return paths
 
 
-def _log_plan(schema: Schema, encoder: Encoder, group_columns, id_column, method) -> None:
+def _log_plan(schema: Schema, encoder: Encoder, group_columns, id_column, method, structure: Structure) -> None:
     log.info("schema: %d columns; encoded domain: %s", len(schema.columns),
              ", ".join(f"{c.column.name} {c.describe()}" for c in encoder.coders))
     log.info("groups: %s", " × ".join(group_columns) if group_columns else "none (one group)")
@@ -298,6 +360,8 @@ def _log_plan(schema: Schema, encoder: Encoder, group_columns, id_column, method
     else:
         log.info("individuals: no id column; each individual is taken to contribute at most "
                  "max_records_per_individual rows as the parameters declare, and noise is scaled by it")
+    for note in structure.notes:
+        log.info("%s", note)
     log.info("method: %s; runs: %s", method,
              "; ".join(f"eps={r.epsilon:g} delta={r.delta:.3g} theta={r.max_records_per_individual} "
                        f"max_records={r.max_records}" for r in schema.runs))

@@ -67,6 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
                           "cannot be clipped), or drop the rows")
     syn.add_argument("--bins", type=int, default=DEFAULT_BINS,
                      help="bins for numeric columns whose schema entry gives none")
+    syn.add_argument("--no-derive", action="store_true",
+                     help="synthesize every column as it is: no derived, null-linked or group-level columns "
+                          "(found in the public file or declared); edit rules still hold")
     syn.add_argument("--show-private-counts", action="store_true",
                      help="say how many private rows had values outside the schema (exact private counts: the "
                           "log is then for the curator's eyes only); by default the log names columns and "
@@ -197,7 +200,7 @@ def synthesize_command(args) -> int:
     runs = release(args.private, args.params, args.public, args.method, method_options(args), seed=args.seed,
                    id_column=args.id_column, group_columns=_group_columns(args.group_columns), jobs=args.jobs,
                    on_invalid=args.on_invalid, bins=args.bins, show_private_counts=args.show_private_counts,
-                   output=args.output)
+                   derive=not args.no_derive, output=args.output)
     for path in [args.output] + [ledger_path(args.output, r.epsilon) for r in runs]:
         print(path)
     return 0

@@ -8,11 +8,16 @@ Fitted on the schema and (optionally) public data only: never on private data.
   quantile edges of the public data when given (public data is free), otherwise
   equal-width edges.  In integer columns a value holding at least 1/bins of the
   public rows gets a bin of its own (zero incomes, top codes), and a column with
-  no more integers than bins keeps one bin per integer.  The null token, when the
-  column has one, gets the last code.
+  no more integers than bins keeps one bin per integer.  Derived edges also cut where
+  the public data shows another column switching to its null token (``extra_cuts``,
+  dataloader/structure.py), and every column is cut at its edit rules' thresholds, so
+  that "AGEP < 15" is a union of whole bins.  Edges lie on the column's precision grid.
+  The null token, when the column has one, gets the last code.
 
-``decode`` samples uniformly inside a bin, keeps integers integral and never
-leaves [min, max]; encode(decode(c)) == c for every code.
+``decode`` draws a bin's values from the public file's values inside that bin (their
+empirical distribution, so heaping and precision carry over), falling back to a uniform
+draw on the column's grid (integers, or the declared or public precision) where the
+public file has none; it never leaves [min, max] and encode(decode(c)) == c for every code.
 """
 from __future__ import annotations
 
@@ -22,20 +27,31 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
+from dataloader.rules import rule_cuts
 from dataloader.schema import CATEGORICAL, Column, Schema, category_list
 from lib.domain import Domain
 
 DEFAULT_BINS = 20
+MAX_INFERRED_DECIMALS = 6
 
 
 @dataclass(frozen=True)
 class ColumnCoder:
-    """Codes of one column.  ``edges`` (numeric only): bin j covers (edges[j], edges[j+1]]."""
+    """Codes of one column.  ``edges`` (numeric only): bin j covers (edges[j], edges[j+1]];
+    ``pool``: the distinct public values (sorted, on the precision grid) and ``pool_cum`` their
+    cumulative counts (length len(pool) + 1); ``precision``: decimals of the grid (None: any float)."""
 
     column: Column
     size: int
     edges: np.ndarray | None = None
     categories: tuple | None = None
+    pool: np.ndarray | None = None
+    pool_cum: np.ndarray | None = None
+    precision: int | None = None
+
+    @property
+    def step(self) -> float | None:
+        return None if self.precision is None else 10.0 ** -self.precision
 
     @property
     def null_code(self) -> int | None:
@@ -58,7 +74,8 @@ class ColumnCoder:
         return codes
 
     def decode(self, codes: np.ndarray, rng: np.random.Generator):
-        """Typed values for ``codes``: a Categorical, or float64 (NaN = null) sampled inside each bin."""
+        """Typed values for ``codes``: a Categorical, or float64 (NaN = null) drawn inside each
+        bin from the public values there, else uniformly on the grid."""
         codes = np.asarray(codes)
         if self.categories is not None:
             return pd.Categorical.from_codes(codes, categories=list(self.categories))
@@ -66,14 +83,36 @@ class ColumnCoder:
         is_null = codes == nbins
         b = np.minimum(codes, nbins - 1)
         lo, hi = self.edges[b], self.edges[b + 1]
-        if self.column.integral:  # integers lo+1 .. hi
-            out = rng.integers(lo.astype(np.int64) + 1, hi.astype(np.int64) + 1).astype(np.float64)
-        else:  # (lo, hi], falling back to hi where rounding lands on lo (one-value bins)
-            out = hi - rng.random(len(b)) * (hi - lo)
-            out = np.where(out <= lo, hi, out)
+        out = self._grid_draw(lo, hi, rng)
+        if self.pool is not None and len(self.pool):
+            first = self.pool_cum[np.searchsorted(self.pool, lo, side="right")]
+            stop = self.pool_cum[np.searchsorted(self.pool, hi, side="right")]
+            has = stop > first
+            pick = first[has] + np.floor(rng.random(int(has.sum())) * (stop - first)[has]).astype(np.int64)
+            out[has] = self.pool[np.searchsorted(self.pool_cum, pick, side="right") - 1]
         out = np.clip(out, self.column.low, self.column.high)
         out[is_null] = np.nan
         return out
+
+    def _grid_draw(self, lo: np.ndarray, hi: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Uniform values in (lo, hi]: grid points where the column has a precision (hi where a
+        bin holds none), any float otherwise (hi where rounding lands on lo)."""
+        step = self.step
+        if step is None:
+            out = hi - rng.random(len(lo)) * (hi - lo)
+            return np.where(out <= lo, hi, out)
+        k_lo = np.floor(np.round(lo / step, 6)) + 1
+        k_hi = np.floor(np.round(hi / step, 6))
+        ok = k_hi >= k_lo
+        k = k_lo + np.floor(rng.random(len(lo)) * np.maximum(k_hi - k_lo + 1, 1))
+        return np.where(ok, on_grid(k * step, self.precision), hi)
+
+    def first_value(self, b: int) -> float:
+        """The smallest value bin ``b`` can decode to (on the grid when there is one)."""
+        lo, hi = self.edges[b], self.edges[b + 1]
+        if self.step is None:
+            return float(min(np.nextafter(lo, np.inf), hi))
+        return float(min(on_grid((np.floor(np.round(lo / self.step, 6)) + 1) * self.step, self.precision), hi))
 
     def describe(self) -> str:
         if self.categories is not None:
@@ -81,14 +120,40 @@ class ColumnCoder:
         return f"{len(self.edges) - 1} bins" + (" + null" if self.column.null is not None else "")
 
 
-def _below(x: float, integral: bool) -> float:
-    return x - 1 if integral else float(np.nextafter(x, -np.inf))
+def on_grid(values, precision: int | None):
+    """``values`` rounded to ``precision`` decimals (unchanged when None)."""
+    return values if precision is None else np.round(values, precision)
 
 
-def numeric_edges(col: Column, public_values: np.ndarray | None, default_bins: int) -> np.ndarray:
+def column_precision(col: Column, public_values: np.ndarray | None) -> int | None:
+    """Decimals of a numeric column: declared, else 0 for integer dtypes, else the fewest decimals
+    (up to MAX_INFERRED_DECIMALS) that every public value has, else None (any float)."""
+    if col.precision is not None:
+        return col.precision
+    if col.integral:
+        return 0
+    if public_values is None or not len(public_values):
+        return None
+    for d in range(MAX_INFERRED_DECIMALS + 1):
+        scaled = public_values * 10.0 ** d
+        if np.all(np.abs(scaled - np.round(scaled)) <= 1e-6 * np.maximum(1.0, np.abs(scaled))):
+            return d
+    return None
+
+
+def _below(x: float, integral: bool, step: float | None = None) -> float:
+    if integral:
+        return x - 1
+    return x - step if step is not None else float(np.nextafter(x, -np.inf))
+
+
+def numeric_edges(col: Column, public_values: np.ndarray | None, default_bins: int,
+                  extra_cuts=(), precision: int | None = None) -> np.ndarray:
     """Right-closed bin edges of a bounded numeric column: the schema's edges, one bin per integer of a
-    small range, quantiles of ``public_values`` (integer spikes kept as their own bins), or equal width."""
+    small range, quantiles of ``public_values`` (integer spikes kept as their own bins), or equal width;
+    plus ``extra_cuts`` (edit-rule thresholds, structural changes); on the ``precision`` grid."""
     low, high = col.low, col.high
+    step = None if precision is None else 10.0 ** -precision
     if isinstance(col.bins, tuple):
         cuts = np.asarray(col.bins, dtype=np.float64)
     else:
@@ -104,10 +169,23 @@ def numeric_edges(col: Column, public_values: np.ndarray | None, default_bins: i
                 cuts = np.concatenate([cuts, spikes, spikes - 1])
         else:
             cuts = np.linspace(low, high, n + 1)[1:-1]
+    cuts = np.concatenate([cuts, np.asarray(extra_cuts, dtype=np.float64)])
     if col.integral:
         cuts = np.floor(cuts)
+    elif step is not None:
+        cuts = on_grid(np.floor(np.round(cuts / step, 6)) * step, precision)
     cuts = cuts[(cuts >= low) & (cuts < high)]
-    return np.unique(np.concatenate([[_below(low, col.integral)], cuts, [high]]))
+    return np.unique(np.concatenate([[_below(low, col.integral, step)], cuts, [high]]))
+
+
+def _pool(values: np.ndarray | None, col: Column, precision: int | None) -> tuple[np.ndarray, np.ndarray] | None:
+    """Distinct public values (on the grid, inside [min, max]) and their cumulative counts."""
+    if values is None or not len(values):
+        return None
+    values = on_grid(values, precision)
+    values = values[(values >= col.low) & (values <= col.high)]
+    uniq, counts = np.unique(values, return_counts=True)
+    return uniq, np.concatenate([[0], np.cumsum(counts)])
 
 
 @dataclass(frozen=True)
@@ -117,9 +195,10 @@ class Encoder:
     coders: tuple[ColumnCoder, ...]
 
     @classmethod
-    def fit(cls, schema: Schema, public: pd.DataFrame | None = None,
-            default_bins: int = DEFAULT_BINS) -> "Encoder":
-        """Build coders from the schema (which must have every range) and optional public data."""
+    def fit(cls, schema: Schema, public: pd.DataFrame | None = None, default_bins: int = DEFAULT_BINS,
+            structural_cuts: Mapping[str, list[float]] | None = None) -> "Encoder":
+        """Build coders from the schema (which must have every range), its edit rules and optional
+        public data; ``structural_cuts`` adds edges to columns whose edges are derived."""
         schema.require_ranges()
         coders = []
         for col in schema.columns:
@@ -131,8 +210,15 @@ class Encoder:
             if public is not None:
                 pub = public[col.name].to_numpy(dtype=np.float64)
                 pub = pub[~np.isnan(pub)]
-            edges = numeric_edges(col, pub, default_bins)
-            coders.append(ColumnCoder(col, len(edges) - 1 + (col.null is not None), edges=edges))
+            precision = column_precision(col, pub)
+            cuts = rule_cuts(col, schema.rules)
+            if not isinstance(col.bins, tuple):
+                cuts += list((structural_cuts or {}).get(col.name, []))
+            edges = numeric_edges(col, pub, default_bins, cuts, precision)
+            pool = _pool(pub, col, precision)
+            coders.append(ColumnCoder(col, len(edges) - 1 + (col.null is not None), edges=edges,
+                                      pool=None if pool is None else pool[0],
+                                      pool_cum=None if pool is None else pool[1], precision=precision))
         return cls(tuple(coders))
 
     @property
@@ -164,15 +250,15 @@ class Encoder:
         """Typed frame (schema columns) for n × d codes: Categoricals for categorical columns,
         numbers for numeric ones (nullable Int64 for integer columns; NA or NaN = the null
         token).  ``raw`` gives values for numeric columns synthesized without bins, used instead
-        of their codes (clipped to the range, rounded in integer columns).  Randomness only
-        from ``rng``."""
+        of their codes (clipped to the range, rounded to the column's precision).  Randomness
+        only from ``rng``."""
         raw = raw or {}
         out = {}
         for j, c in enumerate(self.coders):
             col = c.column
             if col.name in raw:
                 values = np.clip(np.asarray(raw[col.name], dtype=np.float64), col.low, col.high)
-                values = np.round(values) if col.integral else values
+                values = on_grid(values, c.precision)
             else:
                 values = c.decode(codes[:, j], rng)
             out[col.name] = pd.array(values, dtype="Int64") if c.categories is None and col.integral else values

@@ -9,9 +9,17 @@ max_records_per_individual, all required) and ``schema`` (one entry per column).
   needs a clip range before a release: ``min``/``max`` added to its entry, or the
   range of the public file (see :meth:`Schema.with_public_ranges`).
 
-Any numeric entry may carry ``bins``: a list of increasing edges, or a bin count.
+Any numeric entry may carry ``bins``: a list of increasing edges, or a bin count, and
+``precision``: the decimals its values have (0 for whole numbers, -1 for multiples of 10;
+default: what the public file shows, integers for integer dtypes).
 Any entry may carry ``null``: a token such as ``"N"`` meaning "not applicable",
 which is a legal value of that column (numeric columns included).
+
+Our extensions (the NIST format lacks them), all optional: ``function_of`` names the
+column this one is a function of (e.g. INDP_CAT of INDP; the mapping comes from the public
+file); ``constant_within`` lists group columns within whose cells this column holds one
+value (e.g. DENSITY within PUMA); a top-level ``constraints`` list holds edit rules
+(dataloader/rules.py).
 
 Every problem in the file is reported at once, one line each, by
 :class:`SchemaError`.  Nothing here looks at private data.
@@ -29,7 +37,7 @@ NUMERIC = "numeric"
 INTEGER_DTYPES = {"int", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"}
 FLOAT_DTYPES = {"float", "float32", "float64", "double"}
 STRING_DTYPES = {"str", "string", "object"}
-KNOWN_KEYS = {"dtype", "values", "min", "max", "bins", "null"}
+KNOWN_KEYS = {"dtype", "values", "min", "max", "bins", "null", "precision", "function_of", "constant_within"}
 
 
 class SchemaError(ValueError):
@@ -60,6 +68,9 @@ class Column:
     integral: bool = False
     bins: int | tuple[float, ...] | None = None
     null: str | None = None
+    precision: int | None = None
+    function_of: str | None = None
+    constant_within: tuple[str, ...] = ()
 
     @property
     def bounded(self) -> bool:
@@ -99,6 +110,7 @@ class Schema:
 
     columns: tuple[Column, ...]
     runs: tuple[Run, ...]
+    rules: tuple = ()  # dataloader.rules.Rule, from the "constraints" section
 
     @property
     def names(self) -> list[str]:
@@ -158,9 +170,28 @@ def parse_schema(raw: object) -> Schema:
             problems.append(f"parameters: missing \"{key}\"")
     runs = _parse_runs(raw.get("runs", []), problems)
     columns = _parse_columns(raw.get("schema", {}), problems)
+    by_name = {c.name: c for c in columns}
+    _check_declarations(columns, by_name, problems)
     if problems:
         raise SchemaError(problems)
-    return Schema(columns=tuple(columns), runs=tuple(runs))
+    from dataloader.rules import parse_rules  # rules parse against the columns parsed here
+    rules = parse_rules(raw.get("constraints"), by_name, problems)
+    if problems:
+        raise SchemaError(problems)
+    return Schema(columns=tuple(columns), runs=tuple(runs), rules=rules)
+
+
+def _check_declarations(columns: list[Column], by_name: dict[str, Column], problems: list[str]) -> None:
+    for col in columns:
+        where = f"column {col.name}"
+        parent = col.function_of
+        if parent is not None and (parent not in by_name or parent == col.name):
+            problems.append(f"{where}: function_of names {parent!r}, which is not another schema column")
+        elif parent is not None and (col.kind != CATEGORICAL or by_name[parent].kind != CATEGORICAL):
+            problems.append(f"{where}: function_of needs a categorical column and a categorical parent")
+        for g in col.constant_within:
+            if g not in by_name or g == col.name:
+                problems.append(f"{where}: constant_within names {g!r}, which is not another schema column")
 
 
 def _number(value: object) -> bool:
@@ -246,11 +277,26 @@ def _parse_column(name: str, entry: object, problems: list[str]) -> Column | Non
         elif integral and (low != int(low) or high != int(high)):
             problems.append(f"{where}: integer column needs integer min and max, got {low!r}, {high!r}")
     bins = _parse_bins(where, entry.get("bins"), low, high, problems)
+    precision = entry.get("precision")
+    if precision is not None and (not isinstance(precision, int) or isinstance(precision, bool)
+                                  or not -9 <= precision <= 15):
+        problems.append(f"{where}: precision must be an integer number of decimals in [-9, 15], got {precision!r}")
+    if "function_of" in entry:
+        problems.append(f"{where}: function_of applies to categorical columns only")
+    within = _within(where, entry, problems)
     if len(problems) > bad:
         return None
     return Column(name, NUMERIC, dtype, None,
                   None if low is None else float(low), None if high is None else float(high),
-                  integral, bins, null)
+                  integral, bins, null, precision, None, within)
+
+
+def _within(where: str, entry: dict, problems: list[str]) -> tuple[str, ...]:
+    within = entry.get("constant_within", [])
+    if not isinstance(within, list) or not all(isinstance(w, str) for w in within):
+        problems.append(f"{where}: constant_within must be a list of column names")
+        return ()
+    return tuple(within)
 
 
 def _categorical(name, entry, dtype, null, problems, bad) -> Column | None:
@@ -265,12 +311,17 @@ def _categorical(name, entry, dtype, null, problems, bad) -> Column | None:
         problems.append(f"{where}: \"values\" must be all strings or all integers")
     elif len(set(values)) != len(values):
         problems.append(f"{where}: \"values\" has duplicates")
-    for key in ("min", "max", "bins"):
+    for key in ("min", "max", "bins", "precision"):
         if key in entry:
             problems.append(f"{where}: \"{key}\" does not apply to a categorical column")
+    parent = entry.get("function_of")
+    if parent is not None and not isinstance(parent, str):
+        problems.append(f"{where}: function_of must be a column name")
+    within = _within(where, entry, problems)
     if len(problems) > bad:
         return None
-    return Column(name, CATEGORICAL, dtype or "str", tuple(values), null=null)
+    return Column(name, CATEGORICAL, dtype or "str", tuple(values), null=null, function_of=parent,
+                  constant_within=within)
 
 
 def _parse_bins(where, bins, low, high, problems):

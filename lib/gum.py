@@ -10,6 +10,10 @@ either replaced by a copy of a record already sitting in its destination cell
 ("duplicate", which keeps the other columns' joint structure of that cell), or
 has only this marginal's columns rewritten to the destination cell ("rewrite").
 alpha decays geometrically from pass to pass.
+
+With forbidden boxes (edit rules, lib/constraints.py) the start records are repaired
+first and a rewrite that would put a record in a box is undone, so GUM never proposes a
+forbidden record (a duplicate copies a record that is already allowed).
 """
 from __future__ import annotations
 
@@ -17,6 +21,8 @@ from dataclasses import dataclass
 
 import numba
 import numpy as np
+
+from lib.constraints import NO_BOXES, Boxes, record_forbidden, repair
 
 
 @dataclass(frozen=True)
@@ -30,13 +36,14 @@ class GumOptions:
 
 
 def gum(records: np.ndarray, sizes: tuple[int, ...], targets: list[tuple[tuple[int, ...], np.ndarray]],
-        rng: np.random.Generator, options: GumOptions = GumOptions()) -> np.ndarray:
-    """Updated copy of ``records`` (n × d codes) whose marginals approach ``targets``.
+        rng: np.random.Generator, options: GumOptions = GumOptions(), boxes: Boxes = NO_BOXES) -> np.ndarray:
+    """Updated copy of ``records`` (n × d codes) whose marginals approach ``targets``, none of
+    them in a forbidden box.
 
     ``targets``: (column indices, non-negative array of that marginal's shape); each is
     rescaled to sum to n.  Deterministic given ``rng``'s state.  Costs no privacy budget.
     """
-    out = np.ascontiguousarray(records, dtype=np.int32).copy()
+    out = np.ascontiguousarray(repair(records, boxes, rng) if boxes else records, dtype=np.int32).copy()
     if len(out) == 0 or not targets:
         return out
     attrs = np.concatenate([np.asarray(a, dtype=np.int64) for a, _ in targets])
@@ -48,16 +55,19 @@ def gum(records: np.ndarray, sizes: tuple[int, ...], targets: list[tuple[tuple[i
     cell_ptr = np.cumsum([0] + [len(t) for t in flat]).astype(np.int64)
     alphas = options.alpha * options.decay ** np.arange(options.iterations)
     _gum_kernel(out, np.asarray(sizes, dtype=np.int64), attrs, attr_ptr, np.concatenate(flat), cell_ptr,
-                alphas, options.duplicate_share, int(rng.integers(2 ** 62)))
+                alphas, options.duplicate_share, int(rng.integers(2 ** 62)), *boxes.packed())
     return out
 
 
 @numba.njit(cache=True)
-def _gum_kernel(records, sizes, attrs, attr_ptr, targets, cell_ptr, alphas, dup_share, seed):
+def _gum_kernel(records, sizes, attrs, attr_ptr, targets, cell_ptr, alphas, dup_share, seed,
+                box_cols, box_ptr, box_masks, mask_ptr):
     np.random.seed(seed)
     n = records.shape[0]
     n_marg = len(attr_ptr) - 1
     cell = np.empty(n, np.int64)
+    old = np.empty(records.shape[1], records.dtype)
+    checked = len(box_ptr) > 1
     for alpha in alphas:
         for m in np.random.permutation(n_marg):
             a0, a1, c0 = attr_ptr[m], attr_ptr[m + 1], cell_ptr[m]
@@ -121,10 +131,15 @@ def _gum_kernel(records, sizes, attrs, attr_ptr, targets, cell_ptr, alphas, dup_
                     src = members[start[t] + np.random.randint(counts[t])]
                     records[r, :] = records[src, :]
                 else:
+                    for k in range(a0, a1):
+                        old[k - a0] = records[r, attrs[k]]
                     rem = t
                     for k in range(a1 - 1, a0 - 1, -1):
                         records[r, attrs[k]] = rem % sizes[attrs[k]]
                         rem //= sizes[attrs[k]]
+                    if checked and record_forbidden(records, r, box_cols, box_ptr, box_masks, mask_ptr):
+                        for k in range(a0, a1):
+                            records[r, attrs[k]] = old[k - a0]
                 if j == moves:
                     break
     return records

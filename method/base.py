@@ -27,6 +27,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from lib.constraints import NO_BOXES, Boxes
 from lib.domain import Domain
 from lib.privacy.private_table import PrivateTable
 
@@ -82,7 +83,10 @@ class PublicData:
 class RunContext:
     """A run's public settings: the domain, epsilon, delta, the row cap, the group columns,
     worker processes, the method's generator for synthesis (post-processing randomness;
-    the noise is the private table's) and ``timings`` (seconds per stage)."""
+    the noise is the private table's), ``timings`` (seconds per stage), the columns the
+    release sets after synthesis (``skip``: derived and group-level columns, which a method
+    need not measure) and the edit rules' forbidden boxes that synthesis must avoid (over
+    the other columns)."""
 
     domain: Domain
     epsilon: float
@@ -92,6 +96,8 @@ class RunContext:
     jobs: int
     rng: np.random.Generator
     timings: dict[str, float] = field(default_factory=dict)
+    skip: tuple[str, ...] = ()
+    boxes: Boxes = NO_BOXES
 
     @contextmanager
     def timed(self, stage: str):

@@ -55,11 +55,12 @@ class DpsynOptions:
 
 def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext,
                options: DpsynOptions) -> SynthesisResult:
-    """Synthetic codes for one run.  Privacy cost: exactly the run's budget (see module doc)."""
+    """Synthetic codes for one run.  Privacy cost: exactly what remains of the run's budget (all
+    of it unless the release measured group-level columns first; see module doc)."""
     domain = ctx.domain
     group_idx = domain.indices(ctx.group_columns)
-    other_idx = [j for j in range(len(domain.names)) if j not in group_idx]
-    rho, eps, theta = private.budget, ctx.epsilon, private.theta
+    other_idx = [j for j in range(len(domain.names)) if j not in group_idx and domain.names[j] not in ctx.skip]
+    rho, eps, theta = private.remaining, ctx.epsilon, private.theta
     public_codes = public.codes if public is not None else None
 
     with ctx.timed("measuring"):
@@ -92,7 +93,7 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
                           if group_idx and len(c) == len(group_idx) + 1 and list(c[:-1]) == group_idx}
         base = _base_records(ctx, public_codes, other_idx, global_targets, int(min(BASE_RECORDS, max(total, 1000))))
         codes = synthesize_groups(base, per_group, group_idx, global_targets, per_group_1way, sizes, ctx.rng,
-                                  ctx.jobs, reuse_equal_sizes=options.group_round > 1)
+                                  ctx.jobs, reuse_equal_sizes=options.group_round > 1, boxes=ctx.boxes)
     return SynthesisResult(codes)
 
 
@@ -183,7 +184,7 @@ def _base_records(ctx: RunContext, public_codes, other_idx, targets, n: int) -> 
     """n records over all columns whose non-group columns follow ``targets`` (GUM).
 
     Start: random public records when given, else independent draws from the targets'
-    1-way projections.  Group columns are left 0 (set per group later).
+    1-way projections.  Group columns and columns the release sets later are left 0.
     """
     sizes = ctx.domain.sizes
     records = np.zeros((n, len(sizes)), dtype=np.int32)
@@ -195,7 +196,7 @@ def _base_records(ctx: RunContext, public_codes, other_idx, targets, n: int) -> 
             cols, values = next((c, v) for c, v in targets if j in c)
             axis = tuple(i for i, c in enumerate(cols) if c != j)
             records[:, j] = ctx.rng.choice(sizes[j], size=n, p=clip_and_normalise(values.sum(axis=axis)))
-    return gum(records, sizes, targets, ctx.rng)
+    return gum(records, sizes, targets, ctx.rng, boxes=ctx.boxes)
 
 
 METHOD = Method("dpsyn", "planned noisy marginals, consistency and GUM, per group (the DPSyn Sprint-2 write-up)",

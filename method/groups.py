@@ -11,6 +11,7 @@ from multiprocessing import get_context
 import numpy as np
 
 from lib.consistency import fit_to_margins
+from lib.constraints import NO_BOXES, Boxes
 from lib.gum import GumOptions, gum
 from lib.progress import progress
 
@@ -31,7 +32,7 @@ def group_sizes(noisy: np.ndarray, max_records: int, floor: int = 0, multiple: i
     return sizes.astype(np.int64)
 
 
-_STATE: tuple | None = None  # (base, group_idx, targets, stacked, sizes, group_shape), for forked workers
+_STATE: tuple | None = None  # (base, group_idx, targets, stacked, sizes, group_shape, boxes), for forked workers
 FIT_ITERATIONS = 10
 
 
@@ -50,11 +51,11 @@ def per_group_targets(targets, per_group_1way: dict, n_groups: int) -> list:
 
 def _one_group(args) -> np.ndarray:
     cell, n, rng = args
-    base, group_idx, targets, stacked, sizes, group_shape = _STATE
+    base, group_idx, targets, stacked, sizes, group_shape, boxes = _STATE
     if stacked:
         targets = [(cols, values[cell]) for cols, values in targets]
     records = base[rng.integers(0, len(base), n)]
-    records = gum(records, sizes, targets, rng, GROUP_GUM)
+    records = gum(records, sizes, targets, rng, GROUP_GUM, boxes)
     if group_idx:
         records[:, group_idx] = np.unravel_index(cell, group_shape)
     return records
@@ -62,13 +63,13 @@ def _one_group(args) -> np.ndarray:
 
 def synthesize_groups(base: np.ndarray, per_group: np.ndarray, group_idx: list[int], targets,
                       per_group_1way: dict, sizes: tuple[int, ...], rng: np.random.Generator, jobs: int = 1,
-                      reuse_equal_sizes: bool = False) -> np.ndarray:
+                      reuse_equal_sizes: bool = False, boxes: Boxes = NO_BOXES) -> np.ndarray:
     """Records of every group stacked in group order: ``per_group[g]`` rows drawn from ``base`` and
     GUM-updated toward ``targets`` (global marginals); where ``per_group_1way[column]`` gives the
     group's own 1-way marginal (rows = groups), the group's targets are the global ones fitted
     to it.  Each group has its own child of ``rng``, so the result does not depend on ``jobs``
     (worker processes).  ``reuse_equal_sizes``: groups that share the global targets and a size
-    share one set of records (see ``_reuse_equal_sizes``)."""
+    share one set of records (see ``_reuse_equal_sizes``).  No record lands in a ``boxes`` box."""
     global _STATE
     group_shape = tuple(sizes[j] for j in group_idx)
     cells = np.flatnonzero(per_group)
@@ -78,8 +79,8 @@ def synthesize_groups(base: np.ndarray, per_group: np.ndarray, group_idx: list[i
     if stacked:
         targets = per_group_targets(targets, per_group_1way, int(np.prod(group_shape)))
     elif reuse_equal_sizes and tasks:
-        return _reuse_equal_sizes(tasks, base, group_idx, targets, sizes, group_shape)
-    _STATE = (base, group_idx, targets, stacked, sizes, group_shape)
+        return _reuse_equal_sizes(tasks, base, group_idx, targets, sizes, group_shape, boxes)
+    _STATE = (base, group_idx, targets, stacked, sizes, group_shape, boxes)
     bar = progress(len(tasks), "groups", "group", log, minimum=2)
     try:
         if jobs > 1 and len(tasks) > 1:
@@ -101,12 +102,12 @@ def synthesize_groups(base: np.ndarray, per_group: np.ndarray, group_idx: list[i
     return np.concatenate(parts)
 
 
-def _reuse_equal_sizes(tasks, base, group_idx, targets, sizes, group_shape) -> np.ndarray:
+def _reuse_equal_sizes(tasks, base, group_idx, targets, sizes, group_shape, boxes) -> np.ndarray:
     """Groups that share global targets and a (rounded) size share one set of records: each
     distinct size is synthesized once, with the generator of its first group, and copied
     into every group of that size (the write-up's reuse of work with rounding to K)."""
     global _STATE
-    _STATE = (base, [], targets, False, sizes, group_shape)
+    _STATE = (base, [], targets, False, sizes, group_shape, boxes)
     try:
         by_size = {}
         for cell, n, rng in tasks:

@@ -29,13 +29,13 @@ GROUP_COUNT_SHARE = 0.5
 def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext, options) -> SynthesisResult:
     """Synthetic codes from noisy group counts and 1-way marginals (the public file is not used).
 
-    Privacy cost: exactly the run's budget, split over one Gaussian measurement of the group
+    Privacy cost: exactly what remains of the run's budget, split over one Gaussian measurement of the group
     counts (if any) and one per other column.
     """
     names = ctx.domain.names
     groups = ctx.group_columns
-    others = [c for c in names if c not in groups]
-    rho = private.budget
+    others = [c for c in names if c not in groups and c not in ctx.skip]
+    rho = private.remaining
     rho_groups = (GROUP_COUNT_SHARE if others else 1.0) * rho if groups else 0.0
     rho_each = (rho - rho_groups) / len(others) if others else 0.0
     with ctx.timed("measuring"):
@@ -64,7 +64,7 @@ def _sample(ctx: RunContext, counts, marginals) -> np.ndarray:
     per_group = group_sizes(per_group, ctx.max_records)
 
     n = int(per_group.sum())
-    out = np.empty((n, len(domain.names)), dtype=np.int32)
+    out = np.zeros((n, len(domain.names)), dtype=np.int32)
     if groups:
         cells = np.repeat(np.arange(per_group.size), per_group.astype(np.int64))
         out[:, domain.indices(groups)] = np.column_stack(np.unravel_index(cells, domain.shape(groups)))

@@ -13,7 +13,7 @@ import pytest
 from lib.domain import Domain
 from lib.privacy.accounting import Ledger
 from lib.privacy.private_table import PrivateTable
-from lib.privacy.queries import QUERY_KINDS, DependencyScores, LinearSums, Marginal, Thresholds
+from lib.privacy.queries import QUERY_KINDS, CellHistogram, DependencyScores, LinearSums, Marginal, Thresholds
 
 DOMAIN = Domain(("A", "B", "G", "X", "Y"), (3, 4, 2, 5, 5), {"X": (0.0, 100.0), "Y": (-5.0, 5.0)})
 QUERIES = [
@@ -27,6 +27,8 @@ QUERIES = [
     LinearSums(("X",), ((1.0,),)),
     LinearSums(("X", "Y"), ((1.0, 1.0), (2.0, -1.0), (-0.5, -0.5)), by=("A",)),
     DependencyScores((("A", "B"), ("A", "G"), ("B", "G"))),
+    CellHistogram("X", ("G",), ((-1.0, 0.0, 30.0, 60.0, 100.0), (10.0, 20.0, 40.0, 50.0, 90.0))),
+    CellHistogram("Y", ("A",), ((-5.0, 0.0, 5.0), (-6.0, -1.0, 1.0), (2.0, 3.0, 4.0))),
 ]
 THETAS = range(1, 8)
 BASE_ROWS, INDIVIDUALS = 200, 80
@@ -94,7 +96,7 @@ def test_the_bounds_are_reached_where_they_are_exact(theta):
     d, d2 = neighbours(theta, True, 0)
     small, large = table(d, theta), table(d2, theta)
     for query, bound in ((Marginal(("A", "B")), theta), (Thresholds(("X",), ((1.0,),), (0.1, 0.5, 0.9)),
-                                                          theta * np.sqrt(3))):
+                                                          theta * np.sqrt(3)), (QUERIES[-2], theta)):
         change = exact(large, query) - exact(small, query)
         assert np.sqrt((change ** 2).sum()) == pytest.approx(bound)
 

@@ -242,5 +242,51 @@ def independence_gap(joint: np.ndarray) -> float:
     return float(np.abs(joint - np.outer(joint.sum(axis=1), joint.sum(axis=0)) / n).sum())
 
 
-QUERY_KINDS = (Marginal, Thresholds, LinearSums, DependencyScores)
-Query = Marginal | Thresholds | LinearSums | DependencyScores
+@dataclass(frozen=True)
+class CellHistogram:
+    """For each cell g of the encoded columns ``by``: the number of rows of that cell whose raw
+    value of numeric ``column`` lies in each right-closed bin (edges[g][k], edges[g][k+1]]; every
+    cell has its own edges, all with the same number of bins.  Shape: by's cells × bins.  Rows
+    whose value is null or outside their cell's edges count nowhere."""
+
+    column: str
+    by: tuple[str, ...]
+    edges: tuple[tuple[float, ...], ...]
+    integer = True
+
+    def validate(self, domain: Domain) -> None:
+        _check_columns(domain, (self.column,), True, f"cell histogram of {self.column}")
+        _check_columns(domain, self.by, None, f"cell histogram by {self.by}")
+        edges = np.asarray(self.edges, dtype=np.float64)
+        if edges.ndim != 2 or edges.shape[0] != domain.size(self.by) or edges.shape[1] < 2:
+            raise ValueError(f"a cell histogram needs one row of at least two edges per cell of {self.by}")
+        if not np.isfinite(edges).all() or (np.diff(edges, axis=1) <= 0).any():
+            raise ValueError("cell histogram edges must be finite and strictly increasing")
+
+    def shape(self, domain: Domain) -> tuple[int, ...]:
+        return (domain.size(self.by), len(self.edges[0]) - 1)
+
+    def answer(self, records: Records) -> np.ndarray:
+        edges = np.asarray(self.edges, dtype=np.float64)
+        bins = edges.shape[1] - 1
+        cells = records.cells(self.by)
+        values = np.asarray(records.numeric[self.column], dtype=np.float64)
+        out = np.zeros((edges.shape[0], bins), dtype=np.int64)
+        for g in np.unique(cells):
+            v = values[cells == g]
+            k = np.searchsorted(edges[g], v[~np.isnan(v)], side="left") - 1
+            out[g] = np.bincount(k[(k >= 0) & (k < bins)], minlength=bins)
+        return out
+
+    def sensitivity(self, theta: int) -> Sensitivity:
+        # each row counts in at most one bin of its own cell
+        return Sensitivity(theta, theta, f"{self.describe()}: each row counts in at most one bin, so one "
+                                         f"individual (theta={theta} rows) changes the counts by at most {theta} "
+                                         f"in L2")
+
+    def describe(self) -> str:
+        return f"histogram of {self.column} per cell of {' × '.join(self.by)} ({len(self.edges[0]) - 1} bins each)"
+
+
+QUERY_KINDS = (Marginal, Thresholds, LinearSums, DependencyScores, CellHistogram)
+Query = Marginal | Thresholds | LinearSums | DependencyScores | CellHistogram

@@ -1,0 +1,229 @@
+"""Edit rules: the optional ``constraints`` section of a parameters file (our extension).
+
+``"constraints": ["AGEP < 15 => PINCP = N", "AGEP < 3 <=> EDU = N", ...]`` lists
+impossible combinations.  A rule is ``CONDITION => CONCLUSION`` (every record meeting the
+condition meets the conclusion) or ``A <=> B`` (both directions); each side is one or more
+atoms joined by ``and``:
+
+* ``COL = V``, ``COL != V``, ``COL in {V1, V2}``: V a value of the column or its null token;
+* ``COL < X``, ``<=``, ``>``, ``>=``: X a number, numeric columns only (false on a null).
+
+A null satisfies ``= N`` and ``!= V`` for every other V.  Rules are checked against the
+schema (unknown column, value outside the domain, bad syntax: one line each).  They are
+public: synthesis keeps every record inside them, which costs no budget.  So that a rule
+can be enforced on codes, every threshold of a rule is also a bin edge of its column
+(:func:`rule_cuts`), which makes each atom a union of whole bins.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from dataloader.schema import CATEGORICAL, Column, category_list
+
+ORDER_OPS = ("<", "<=", ">", ">=")
+_TOKEN = re.compile(r"<=>|⇔|=>|⇒|<=|>=|!=|≤|≥|≠|=|<|>|\{|\}|,|[^\s<>=!{},⇒⇔≤≥≠]+")
+_ALIASES = {"⇔": "<=>", "⇒": "=>", "≤": "<=", "≥": ">=", "≠": "!="}
+NULL = "__null__"  # an atom value meaning the column's null token
+
+
+@dataclass(frozen=True)
+class Atom:
+    """``column op values``: op one of = != in < <= > >=; values: categories or numbers, NULL for the null token."""
+
+    column: str
+    op: str
+    values: tuple
+
+    def holds(self, values, col: Column) -> np.ndarray:
+        """Boolean per value (typed: a Categorical, or floats with NaN = null)."""
+        if col.kind == CATEGORICAL:
+            cats = category_list(col)
+            codes = np.asarray(pd.Categorical(values, categories=cats).codes)
+            allowed = np.zeros(len(cats) + 1, dtype=bool)
+            for v in self.values:
+                allowed[_category_index(col, v)] = True
+            inside = allowed[codes]
+            return ~inside if self.op == "!=" else inside
+        x = np.asarray(values, dtype=np.float64)
+        null = np.isnan(x)
+        if self.op in ORDER_OPS:
+            (t,) = self.values
+            with np.errstate(invalid="ignore"):
+                return {"<": x < t, "<=": x <= t, ">": x > t, ">=": x >= t}[self.op] & ~null
+        inside = np.zeros(len(x), dtype=bool)
+        for v in self.values:
+            inside |= null if v == NULL else (x == v)
+        return ~inside if self.op == "!=" else inside
+
+    def __str__(self) -> str:
+        shown = ["N" if v == NULL else (f"{v:g}" if isinstance(v, float) else str(v)) for v in self.values]
+        if self.op == "in":
+            return f"{self.column} in {{{', '.join(shown)}}}"
+        return f"{self.column} {self.op} {shown[0]}"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """``condition => conclusion`` (atoms joined by and); ``both_ways`` for <=>."""
+
+    text: str
+    condition: tuple[Atom, ...]
+    conclusion: tuple[Atom, ...]
+    both_ways: bool = False
+
+    def patterns(self) -> list[tuple[tuple[Atom, ...], Atom, str]]:
+        """Forbidden patterns: (atoms that hold, atom that fails, column repair changes)."""
+        out = [(self.condition, atom, atom.column) for atom in self.conclusion]
+        if self.both_ways:
+            out += [(self.conclusion, atom, self.conclusion[0].column) for atom in self.condition]
+        return out
+
+    def columns(self) -> set[str]:
+        return {a.column for a in self.condition + self.conclusion}
+
+
+def _category_index(col: Column, value) -> int:
+    cats = category_list(col)
+    if value == NULL:
+        return [str(c) for c in cats].index(col.null)
+    return cats.index(value)
+
+
+def parse_rules(raw: object, columns: dict[str, Column], problems: list[str]) -> tuple[Rule, ...]:
+    """The ``constraints`` entry parsed against ``columns``; one line in ``problems`` per bad rule."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not all(isinstance(r, str) for r in raw):
+        problems.append("constraints: must be a list of rule strings such as \"AGEP < 15 => PINCP = N\"")
+        return ()
+    rules = []
+    for i, text in enumerate(raw):
+        try:
+            rules.append(_parse_rule(text, columns))
+        except ValueError as exc:
+            problems.append(f"constraints[{i}] {text!r}: {exc}")
+    return tuple(rules)
+
+
+def _parse_rule(text: str, columns: dict[str, Column]) -> Rule:
+    tokens = [_ALIASES.get(t, t) for t in _TOKEN.findall(text)]
+    arrows = [i for i, t in enumerate(tokens) if t in ("=>", "<=>")]
+    if len(arrows) != 1:
+        raise ValueError("needs exactly one => (or <=>) between a condition and a conclusion")
+    k = arrows[0]
+    condition = _parse_clause(tokens[:k], columns)
+    conclusion = _parse_clause(tokens[k + 1:], columns)
+    return Rule(text, condition, conclusion, tokens[k] == "<=>")
+
+
+def _parse_clause(tokens: list[str], columns: dict[str, Column]) -> tuple[Atom, ...]:
+    atoms, current = [], []
+    for t in tokens + ["and"]:
+        if t.lower() in ("and", "&"):
+            if not current:
+                raise ValueError("an empty condition or conclusion (write COLUMN OP VALUE)")
+            atoms.append(_parse_atom(current, columns))
+            current = []
+        else:
+            current.append(t)
+    return tuple(atoms)
+
+
+def _parse_atom(tokens: list[str], columns: dict[str, Column]) -> Atom:
+    shown = " ".join(tokens)
+    if len(tokens) < 3:
+        raise ValueError(f"cannot read {shown!r} (write COLUMN OP VALUE, e.g. AGEP < 15)")
+    name, op, rest = tokens[0], tokens[1].lower(), tokens[2:]
+    if name not in columns:
+        raise ValueError(f"unknown column {name}")
+    col = columns[name]
+    if op == "in":
+        if rest[0] != "{" or rest[-1] != "}":
+            raise ValueError(f"cannot read {shown!r} (write {name} in {{V1, V2}})")
+        raw_values = [t for t in rest[1:-1] if t != ","]
+        if not raw_values:
+            raise ValueError(f"{name} in {{}} lists no value")
+    elif op in ("=", "!=") + ORDER_OPS:
+        if len(rest) != 1:
+            raise ValueError(f"cannot read {shown!r} (write COLUMN OP VALUE)")
+        raw_values = rest
+    else:
+        raise ValueError(f"unknown operator {tokens[1]!r} (use = != < <= > >= in)")
+    if op in ORDER_OPS:
+        if col.kind == CATEGORICAL:
+            raise ValueError(f"{op} needs a numeric column; {name} is categorical (use = or in)")
+        return Atom(name, op, (_number(name, col, raw_values[0], allow_null=False),))
+    if col.kind == CATEGORICAL:
+        values = tuple(_category(name, col, v) for v in raw_values)
+    else:
+        values = tuple(_number(name, col, v, allow_null=True) for v in raw_values)
+    return Atom(name, op, values)
+
+
+def _category(name: str, col: Column, text: str):
+    if col.null is not None and text == col.null:
+        return NULL
+    for v in col.values:
+        if str(v) == text:
+            return v
+    raise ValueError(f"{text!r} is not a value of {name}" + (f" (nor its null token {col.null!r})"
+                                                              if col.null is not None else ""))
+
+
+def _number(name: str, col: Column, text: str, allow_null: bool):
+    if col.null is not None and text == col.null:
+        if allow_null:
+            return NULL
+        raise ValueError(f"{name}: compare the null token with = or !=, not an order")
+    try:
+        value = float(text)
+    except ValueError:
+        null = f" or its null token {col.null!r}" if col.null is not None else " (it has no null token)"
+        raise ValueError(f"{text!r} is not a number{null} for {name}") from None
+    if not math.isfinite(value):
+        raise ValueError(f"{text!r} is not a finite number for {name}")
+    if col.bounded and not col.low - 1 <= value <= col.high + 1:
+        raise ValueError(f"{value:g} is outside {name}'s range [{col.low:g}, {col.high:g}]")
+    return value
+
+
+def rule_cuts(col: Column, rules) -> list[float]:
+    """Bin edges that make every atom of ``rules`` on numeric ``col`` a union of whole
+    right-closed bins (e, e']: a cut at x for <= and >, just below x for < and >=, both for =."""
+    cuts: list[float] = []
+    for rule in rules:
+        for atom in rule.condition + rule.conclusion:
+            if atom.column != col.name:
+                continue
+            for v in atom.values:
+                if v == NULL:
+                    continue
+                below = math.ceil(v) - 1 if col.integral else float(np.nextafter(v, -np.inf))
+                at = math.floor(v) if col.integral else v
+                cuts += {"<=": [at], ">": [at], "<": [below], ">=": [below]}.get(atom.op, [at, below])
+    return cuts
+
+
+def violations(table: pd.DataFrame, rules, columns: dict[str, Column]) -> dict[str, int]:
+    """Rows of a typed table that break each rule (by its text)."""
+    out = {}
+    for rule in rules:
+        bad = np.zeros(len(table), dtype=bool)
+        for atoms, failing, _ in rule.patterns():
+            hold = np.ones(len(table), dtype=bool)
+            for a in atoms:
+                hold &= a.holds(_typed(table[a.column]), columns[a.column])
+            bad |= hold & ~failing.holds(_typed(table[failing.column]), columns[failing.column])
+        out[rule.text] = int(bad.sum())
+    return out
+
+
+def _typed(series: pd.Series):
+    if isinstance(series.dtype, pd.CategoricalDtype):
+        return series.array
+    return pd.to_numeric(series, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)

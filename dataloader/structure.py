@@ -1,0 +1,299 @@
+"""Record structure from the parameters file and the public file (never the private one).
+
+* **Structural cuts**: a numeric column X gets a bin edge where the public data shows
+  another column switching to its null token (every public row with X below m has it null,
+  rows from m on do not), so "AGEP < 15" is a union of whole bins.  Each such finding is
+  also proposed as an edit rule in the log, for the curator to copy; it is not applied.
+* **Derivations**: a categorical column that is a function of another one in the public
+  data (INDP_CAT of INDP), or is declared so (``function_of``).  It counts only when the
+  public data could have refuted it: the chance of a function that good arising between
+  independent columns must be below 1e-9.
+* **Null links**: two columns null on exactly the same public rows (PINCP, PINCP_DECILE);
+  the one with fewer codes follows the other's null.
+* **Group-level columns**: columns holding one value within each cell of some group
+  columns of the public file (DENSITY within PUMA), or declared so (``constant_within``).
+
+Nothing here is private, so nothing costs budget; what to do with the structure is the
+release's post-processing (method/structure.py).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from scipy.special import logsumexp
+
+from dataloader.encoding import Encoder
+from dataloader.rules import Atom
+from dataloader.schema import CATEGORICAL, Column, Schema
+from lib.constraints import Box, Boxes, Derivation, NullLink
+
+MIN_SUPPORT = 20  # public rows a finding needs on each side
+CHANCE = 1e-9  # largest chance of a finding between unrelated columns
+
+
+@dataclass(frozen=True)
+class Structure:
+    """What synthesis and decoding respect: rule boxes (code space), derivations and null links
+    (code space, in the order to apply them), group-level columns (name, within), and the log lines
+    that say what was found."""
+
+    boxes: Boxes = field(default_factory=Boxes)
+    derivations: tuple[Derivation, ...] = ()
+    null_links: tuple[NullLink, ...] = ()
+    group_level: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    notes: tuple[str, ...] = ()
+
+    def skipped(self, names: tuple[str, ...]) -> tuple[str, ...]:
+        """Columns a method need not measure: derived children and group-level columns, whose
+        values the release sets afterwards."""
+        children = {names[d.child] for d in self.derivations}
+        return tuple(n for n in names if n in children or n in dict(self.group_level))
+
+
+@dataclass(frozen=True)
+class NullSwitch:
+    """In the public data, ``other`` is null on every row with ``column`` < ``threshold`` (``below``)
+    or > ``threshold`` (not ``below``), on ``support`` rows."""
+
+    column: str
+    other: str
+    threshold: float
+    below: bool
+    support: int
+
+    def rule(self) -> str:
+        return f"{self.column} {'<' if self.below else '>'} {self.threshold:g} => {self.other} = N"
+
+
+def _is_null(series: pd.Series, col: Column) -> np.ndarray:
+    if col.kind == CATEGORICAL:
+        return (series.astype(object) == col.null).to_numpy() if col.null is not None else \
+            np.zeros(len(series), dtype=bool)
+    return np.isnan(series.to_numpy(dtype=np.float64))
+
+
+def null_switches(schema: Schema, public: pd.DataFrame) -> list[NullSwitch]:
+    """Where, in the typed public data, a numeric column's low (or high) end has another column
+    always null, on at least MIN_SUPPORT rows, with the chance of that under the other column's
+    null rate above the switch below CHANCE."""
+    found = []
+    for col in schema.columns:
+        if col.kind == CATEGORICAL:
+            continue
+        x = public[col.name].to_numpy(dtype=np.float64)
+        for other in schema.columns:
+            if other.name == col.name or other.null is None:
+                continue
+            null = _is_null(public[other.name], other)
+            keep = ~np.isnan(x)
+            xs, yn = x[keep], null[keep]
+            if not yn.any() or yn.all():
+                continue
+            for below in (True, False):
+                edge = xs[~yn].min() if below else xs[~yn].max()
+                outside = xs < edge if below else xs > edge
+                support = int(outside.sum())
+                rate = yn[~outside].mean()
+                if support >= MIN_SUPPORT and (rate == 0 or support * math.log(rate) < math.log(CHANCE)):
+                    found.append(NullSwitch(col.name, other.name, float(edge), below, support))
+    return found
+
+
+def switch_cuts(switches: list[NullSwitch], schema: Schema) -> dict[str, list[float]]:
+    """Bin edges that put each switch on a bin boundary (just below the threshold for "<")."""
+    cuts: dict[str, list[float]] = {}
+    for s in switches:
+        col = schema.column(s.column)
+        below = s.threshold - 1 if col.integral else float(np.nextafter(s.threshold, -np.inf))
+        cuts.setdefault(s.column, []).append(below if s.below else s.threshold)
+    return cuts
+
+
+def detect(schema: Schema, encoder: Encoder, public_typed: pd.DataFrame | None, public_text: pd.DataFrame | None,
+           group_columns: tuple[str, ...], switches: list[NullSwitch], derive: bool = True) -> Structure:
+    """The structure a release respects (see the module doc); ``derive=False`` keeps only the rules."""
+    names = tuple(encoder.names)
+    notes = []
+    boxes = rule_boxes(schema.rules, encoder)
+    if schema.rules:
+        notes.append(f"edit rules: {len(schema.rules)} declared ({len(boxes.boxes)} forbidden patterns); "
+                     f"synthesis keeps every record inside them")
+    declared = {f"{' and '.join(map(str, atoms))} => {failing}" for r in schema.rules for atoms, failing, _ in
+                r.patterns()}
+    proposals = sorted({s.rule() for s in switches} - declared)
+    if proposals:
+        notes.append("public data suggests edit rules (not applied; copy into \"constraints\" to apply): " +
+                     "; ".join(f'"{p}"' for p in proposals))
+    if not derive:
+        return Structure(boxes, notes=tuple(notes + ["derived columns: off (--no-derive)"]))
+    public_codes = encoder.encode(public_typed) if public_typed is not None else None
+    derivations = _derivations(schema, encoder, public_codes, group_columns, notes)
+    children = {d.child for d in derivations}
+    links = _null_links(schema, encoder, public_typed, children, derivations, notes) if public_typed is not None \
+        else ()
+    group_level = _group_level(schema, public_text, group_columns, {names[c] for c in children}, notes)
+    return Structure(boxes, derivations, links, group_level, tuple(notes))
+
+
+def rule_boxes(rules, encoder: Encoder) -> Boxes:
+    """Each rule's forbidden patterns as boxes over the encoder's codes."""
+    names = encoder.names
+    boxes = []
+    for rule in rules:
+        for atoms, failing, fix in rule.patterns():
+            masks: dict[int, np.ndarray] = {}
+            for atom, negate in [(a, False) for a in atoms] + [(failing, True)]:
+                j = names.index(atom.column)
+                m = atom_codes(atom, encoder.coders[j])
+                m = ~m if negate else m
+                masks[j] = masks[j] & m if j in masks else m
+            if all(m.any() for m in masks.values()):
+                boxes.append(Box(tuple(masks), tuple(masks.values()), names.index(fix), rule.text))
+    return Boxes(tuple(boxes))
+
+
+def atom_codes(atom: Atom, coder) -> np.ndarray:
+    """Which codes of ``coder``'s column satisfy ``atom``; every bin is whole (rule cuts)."""
+    col = coder.column
+    if coder.categories is not None:
+        return atom.holds(pd.Categorical.from_codes(np.arange(coder.size), categories=list(coder.categories)), col)
+    nbins = len(coder.edges) - 1
+    first = np.array([coder.first_value(b) for b in range(nbins)] + [np.nan])
+    last = np.concatenate([coder.edges[1:], [np.nan]])
+    at_first, at_last = atom.holds(first, col), atom.holds(last, col)
+    if (at_first != at_last).any():
+        raise ValueError(f"edit rule atom {atom} splits a bin of {col.name}")
+    return at_first
+
+
+def _derivations(schema: Schema, encoder: Encoder, public_codes, group_columns, notes) -> tuple[Derivation, ...]:
+    names, sizes = encoder.names, encoder.sizes
+    chosen: dict[int, tuple[int, np.ndarray, str]] = {}
+    for j, col in enumerate(schema.columns):
+        if col.function_of is not None:
+            p = names.index(col.function_of)
+            mapping = _mapping(public_codes, p, j, sizes) if public_codes is not None else \
+                np.full(sizes[p], -1, dtype=np.int64)
+            chosen[j] = (p, mapping, "declared")
+    if public_codes is not None:
+        cats = [j for j, c in enumerate(schema.columns) if c.kind == CATEGORICAL and c.name not in group_columns]
+        for c in cats:
+            if c in chosen:
+                continue
+            found = [(len(np.unique(public_codes[public_codes[:, p] >= 0, p])), p) for p in cats
+                     if p != c and _is_function(public_codes, p, c, sizes)]
+            if found:
+                p = min(found)[1]
+                chosen[c] = (p, _mapping(public_codes, p, c, sizes), "found in the public data")
+    for c in list(chosen):  # a pair that determines each other keeps the later column as the child
+        p = chosen[c][0]
+        if p in chosen and chosen[p][0] == c and c < p:
+            del chosen[c]
+    order, done = [], set()
+    while len(order) < len(chosen):
+        ready = [c for c in chosen if c not in done and (chosen[c][0] not in chosen or chosen[c][0] in done)]
+        if not ready:
+            break
+        for c in ready:
+            order.append(Derivation(chosen[c][0], c, chosen[c][1]))
+            done.add(c)
+    for d in order:
+        known = int((d.mapping >= 0).sum())
+        notes.append(f"derived column: {names[d.child]} is a function of {names[d.parent]} "
+                     f"({chosen[d.child][2]}; public mapping for {known} of {sizes[d.parent]} values); "
+                     f"synthesized from it, not measured")
+    return tuple(order)
+
+
+def _joint(public_codes, p: int, c: int, sizes) -> np.ndarray:
+    rows = public_codes[(public_codes[:, p] >= 0) & (public_codes[:, c] >= 0)]
+    return np.bincount(rows[:, p] * sizes[c] + rows[:, c], minlength=sizes[p] * sizes[c]).reshape(sizes[p], sizes[c])
+
+
+def _mapping(public_codes, p: int, c: int, sizes) -> np.ndarray:
+    joint = _joint(public_codes, p, c, sizes)
+    return np.where(joint.sum(axis=1) > 0, joint.argmax(axis=1), -1).astype(np.int64)
+
+
+def _is_function(public_codes, p: int, c: int, sizes) -> bool:
+    """c is a function of p on the public rows, c is not constant, and independent columns would
+    give a function this well supported with chance below CHANCE."""
+    joint = _joint(public_codes, p, c, sizes)
+    if ((joint > 0).sum(axis=1) > 1).any():
+        return False
+    marginal = joint.sum(axis=0)
+    if (marginal > 0).sum() < 2:
+        return False
+    logp = np.log(marginal[marginal > 0] / marginal.sum())
+    per_value = joint.sum(axis=1)
+    per_value = per_value[per_value > 1]
+    chance = sum(logsumexp(m * logp) for m in per_value)
+    return chance < math.log(CHANCE)
+
+
+def _null_links(schema: Schema, encoder: Encoder, public: pd.DataFrame, children: set[int], derivations,
+                notes) -> tuple[NullLink, ...]:
+    names, sizes = encoder.names, encoder.sizes
+    nullable = [j for j, c in enumerate(schema.columns) if c.null is not None]
+    pairs_done = {(d.parent, d.child) for d in derivations} | {(d.child, d.parent) for d in derivations}
+    links, linked = [], set(children)
+    nulls = {j: _is_null(public[names[j]], schema.columns[j]) for j in nullable}
+    for a in nullable:
+        for b in nullable:
+            if b <= a or (a, b) in pairs_done:
+                continue
+            same = np.array_equal(nulls[a], nulls[b])
+            n_null = int(nulls[a].sum())
+            if not same or n_null < MIN_SUPPORT or len(nulls[a]) - n_null < MIN_SUPPORT:
+                continue
+            parent, child = (a, b) if sizes[a] >= sizes[b] else (b, a)
+            if child in linked:
+                continue
+            linked.add(child)
+            links.append(NullLink(parent, child, encoder.coders[parent].null_code, encoder.coders[child].null_code))
+            notes.append(f"null link: {names[child]} is null exactly when {names[parent]} is (public data, "
+                         f"{n_null} null rows); it follows {names[parent]}")
+    return tuple(links)
+
+
+def _group_level(schema: Schema, public_text, group_columns, children: set[str], notes) -> tuple:
+    found = []
+    subsets = [(g,) for g in group_columns] + ([tuple(group_columns)] if len(group_columns) > 1 else [])
+    keys = {}
+    if public_text is not None:
+        for within in subsets:
+            text = public_text[list(within)].astype(str)
+            keys[within] = pd.Series(text.groupby(list(within), sort=False).ngroup().to_numpy())
+    for col in schema.columns:
+        if col.name in group_columns or col.name in children:
+            continue
+        if col.constant_within:
+            within = tuple(col.constant_within)
+            if set(within) <= set(group_columns):
+                found.append((col.name, within))
+                notes.append(f"group-level column: {col.name} holds one value per {' × '.join(within)} "
+                             f"(declared)")
+            else:
+                notes.append(f"group-level column: {col.name} is declared constant within "
+                             f"{' × '.join(within)}, which are not all group columns of this release: ignored")
+            continue
+        if public_text is None or not group_columns:
+            continue
+        values = pd.Series(pd.factorize(public_text[col.name].astype(str).str.strip())[0])
+        if values.nunique() < 2:
+            continue
+        freq = values.value_counts(normalize=True).to_numpy()
+        for within in subsets:
+            per_cell = values.groupby(keys[within]).nunique()
+            rows = keys[within].value_counts().to_numpy()
+            chance = sum(logsumexp(m * np.log(freq)) for m in rows if m > 1)
+            if (per_cell == 1).all() and chance < math.log(CHANCE):
+                found.append((col.name, within))
+                notes.append(f"group-level column: {col.name} holds one value per {' × '.join(within)} in the "
+                             f"public data ({per_cell.size} cells); each group gets one value")
+                break
+    return tuple(found)
+

@@ -1,0 +1,185 @@
+"""Realistic records: decoding from public values, edit rules, derived and group-level columns."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from api import release
+from dataloader.encoding import Encoder
+from dataloader.rules import violations
+from dataloader.schema import SchemaError, parse_schema
+from dataloader.structure import detect, rule_boxes
+from lib.constraints import repair
+from lib.gum import gum
+from lib.privacy.accounting import Ledger
+from lib.privacy.private_table import PrivateTable
+from method.group_values import measure_group_values
+
+ROOT = Path(__file__).resolve().parent.parent
+DEMO = ROOT / "data" / "demo"
+RUNS = [{"epsilon": 1.0, "delta": 1e-9, "max_records": 1000, "max_records_per_individual": 1}]
+
+
+def schema_of(columns: dict, rules=None):
+    raw = {"runs": RUNS, "schema": columns}
+    if rules is not None:
+        raw["constraints"] = rules
+    return parse_schema(raw)
+
+
+def test_decoding_stays_in_schema_and_on_the_grid_for_every_column_kind():
+    schema = schema_of({"I": {"dtype": "int", "min": 0, "max": 1000, "bins": 8},
+                        "F": {"dtype": "float", "min": 0.5, "max": 90.5, "bins": [0.5, 30, 60, 90.5]},
+                        "P": {"dtype": "float", "min": 0, "max": 10, "precision": 2, "null": "N"},
+                        "C": {"values": ["a", "b"]}})
+    rng = np.random.default_rng(0)
+    public = pd.DataFrame({"I": rng.choice([0, 10, 20, 500, 990], 400).astype(float),
+                           "F": np.round(rng.uniform(0.5, 60, 400), 1),
+                           "P": np.where(rng.random(400) < 0.2, np.nan, np.round(rng.uniform(0, 10, 400), 3)),
+                           "C": pd.Categorical(rng.choice(["a", "b"], 400), categories=["a", "b"])})
+    enc = Encoder.fit(schema, public)
+    codes = np.column_stack([rng.integers(0, s, 20_000) for s in enc.sizes]).astype(np.int32)
+    typed = enc.decode(codes, np.random.default_rng(1))
+    assert (enc.encode(typed) == codes).all()
+    i = typed["I"].to_numpy(dtype=float)
+    assert np.isin(i, [0, 10, 20, 500, 990]).mean() > 0.5  # public values (heaping) where the bin has them
+    assert (i == np.round(i)).all() and i.min() >= 0 and i.max() <= 1000
+    f = typed["F"].to_numpy()
+    assert (np.abs(f * 10 - np.round(f * 10)) < 1e-9).all()  # public precision: one decimal
+    assert f.max() > 60  # bins above the public values fall back to the grid
+    p = typed["P"].to_numpy()
+    assert (np.abs(p[~np.isnan(p)] * 100 - np.round(p[~np.isnan(p)] * 100)) < 1e-9).all()  # declared: 2 decimals
+    assert np.isnan(p).any() and set(typed["C"].astype(str)) == {"a", "b"}
+
+
+RULED = {"AGE": {"dtype": "int", "min": 0, "max": 90},
+         "INC": {"dtype": "int", "min": 0, "max": 100000, "null": "N"},
+         "MAR": {"values": [1, 2, 3], "null": "N"}}
+RULES = ["AGE < 15 <=> INC = N", "AGE < 15 => MAR = N", "MAR in {2, 3} => AGE >= 18"]
+
+
+def test_a_forbidden_record_never_appears_in_gum_output():
+    schema = schema_of(RULED, RULES)
+    enc = Encoder.fit(schema)
+    boxes = rule_boxes(schema.rules, enc)
+    rng = np.random.default_rng(3)
+    records = np.column_stack([rng.integers(0, s, 100_000) for s in enc.sizes]).astype(np.int32)
+    targets = [((0, 1), rng.random((enc.sizes[0], enc.sizes[1]))), ((0, 2), rng.random((enc.sizes[0], enc.sizes[2])))]
+    out = gum(records, enc.sizes, targets, np.random.default_rng(4), boxes=boxes)
+    assert not boxes.forbidden(out).any()
+    typed = enc.decode(out, np.random.default_rng(5))
+    assert violations(typed, schema.rules, {c.name: c for c in schema.columns}) == {r: 0 for r in RULES}
+
+
+def test_rule_thresholds_become_bin_edges_so_atoms_are_whole_bins():
+    schema = schema_of({"AGE": {"dtype": "int", "min": 0, "max": 90, "bins": [0, 10, 20, 90]},
+                        "INC": RULED["INC"]}, ["AGE < 15 => INC = N"])
+    edges = Encoder.fit(schema).coder("AGE").edges
+    assert 14 in edges and 10 in edges and 20 in edges  # declared edges kept, the rule's cut added
+
+
+def test_repair_changes_only_the_rules_column_when_a_donor_exists():
+    schema = schema_of(RULED, RULES[:1])
+    enc = Encoder.fit(schema)
+    boxes = rule_boxes(schema.rules, enc)
+    codes = np.array([[0, 3, 0], [5, 3, 0], [1, enc.coder("INC").null_code, 0]], dtype=np.int32)
+    fixed = repair(codes, boxes, np.random.default_rng(0))
+    assert not boxes.forbidden(fixed).any()
+    assert (fixed[:, 0] == codes[:, 0]).all()
+
+
+@pytest.mark.parametrize("bad, message", [
+    (["AGE < 15 PINC = N"], "needs exactly one =>"),
+    (["AGX < 15 => INC = N"], "unknown column AGX"),
+    (["AGE < 15 => MAR = 7"], "'7' is not a value of MAR"),
+    (["AGE < 500 => INC = N"], "outside AGE's range"),
+    (["MAR < 2 => INC = N"], "needs a numeric column"),
+    ("AGE < 15 => INC = N", "must be a list"),
+])
+def test_bad_rules_are_one_line_each(bad, message):
+    with pytest.raises(SchemaError) as err:
+        schema_of(RULED, bad)
+    assert len(err.value.problems) == 1 and message in err.value.problems[0]
+
+
+def test_a_bad_rule_on_the_command_line_exits_2_and_writes_nothing(tmp_path):
+    params = json.loads((ROOT / "parameters.json").read_text())
+    params["constraints"] = ["AGEP < 15 => PINCP = maybe"]
+    (tmp_path / "p.json").write_text(json.dumps(params))
+    proc = subprocess.run([sys.executable, "main.py", "--params", tmp_path / "p.json", "--private",
+                           DEMO / "private.csv", "--output", tmp_path / "out.csv"], cwd=ROOT, capture_output=True,
+                          text=True)
+    assert proc.returncode == 2
+    assert "'maybe' is not a number" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert list(tmp_path.iterdir()) == [tmp_path / "p.json"]
+
+
+def toy(deterministic: bool, n: int = 600, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    parent = rng.integers(0, 12, n)
+    child = parent // 3 if deterministic else np.where(rng.random(n) < 0.05, rng.integers(0, 4, n), parent // 3)
+    schema = schema_of({"P": {"values": list(range(12))}, "C": {"values": list(range(4))},
+                        "X": {"values": [0, 1]}})
+    public = pd.DataFrame({"P": pd.Categorical(parent, categories=range(12)),
+                           "C": pd.Categorical(child, categories=range(4)),
+                           "X": pd.Categorical(rng.integers(0, 2, n), categories=[0, 1])})
+    enc = Encoder.fit(schema, public)
+    return detect(schema, enc, public, public.astype(str), (), [])
+
+
+def test_a_function_is_detected_on_a_deterministic_pair_only():
+    found = toy(True)
+    assert [(d.parent, d.child) for d in found.derivations] == [(0, 1)]
+    assert (found.derivations[0].mapping == np.arange(12) // 3).all()
+    assert toy(False).derivations == ()
+
+
+def test_a_group_level_value_is_measured_exactly_and_charged():
+    from lib.domain import Domain
+    rng = np.random.default_rng(0)
+    group = rng.integers(0, 4, 4000)
+    truth = np.array([16.3, 2731.2, 2731.3, 52864.7])
+    domain = Domain(("G", "D"), (4, 3), {"D": (16.3, 52864.7)})
+    ledger = Ledger(1.0, 1e-9)
+    private = PrivateTable(np.column_stack([group, np.zeros(4000, int)]).astype(np.int32), {"D": truth[group]},
+                           domain, 1, ledger, np.random.default_rng(1))
+    values = measure_group_values(private, "D", ("G",), 16.3, 52864.7, 0.1, 0.01)
+    assert np.allclose(values, truth)
+    assert ledger.spent == pytest.approx(0.01) and len(ledger.charges) == 2
+
+
+@pytest.fixture(scope="module")
+def demo_release():
+    private = pd.read_csv(DEMO / "private.csv", dtype=str).sample(6000, random_state=0)
+    private = private[private.INDP.isin(pd.read_csv(DEMO / "public.csv", dtype=str).INDP.unique())]
+    params = json.loads((ROOT / "parameters.json").read_text())
+    params["runs"] = [dict(params["runs"][-1], max_records=20000)]
+    return private, release(private, params, public=DEMO / "public.csv", seed=3)[0], params
+
+
+def test_the_demo_release_meets_every_rule_and_derivation(demo_release):
+    private, run, params = demo_release
+    table = run.table
+    schema = parse_schema(params)
+    assert set(violations(table, schema.rules, {c.name: c for c in schema.columns}).values()) == {0}
+    pairs = table[["INDP", "INDP_CAT"]].astype(str).drop_duplicates()
+    assert pairs.INDP.is_unique  # INDP_CAT is a function of INDP
+    assert ((table.PINCP.isna()) == (table.PINCP_DECILE.astype(str) == "N")).all()
+    assert table.groupby("PUMA", observed=True).DENSITY.nunique().max() == 1
+    real = private.groupby("PUMA").DENSITY.first().astype(float)
+    synth = table.groupby("PUMA", observed=True).DENSITY.first()
+    assert np.allclose(synth[real.index].to_numpy(), real.to_numpy())
+    assert run.ledger.spent == pytest.approx(run.ledger.budget)
+    income = table.PINCP.dropna().to_numpy(dtype=float)
+    assert (income % 10 == 0).mean() > 0.95  # public heaping carried over
+
+
+def test_no_derive_keeps_every_column_synthesized(demo_release):
+    private, _, params = demo_release
+    run = release(private, params, public=DEMO / "public.csv", seed=3, derive=False)[0]
+    assert not any("DENSITY per" in c.step for c in run.ledger.charges)
+    assert run.table.groupby("PUMA", observed=True).DENSITY.nunique().max() > 1
