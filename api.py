@@ -232,13 +232,14 @@ def _prepare(private, public, schema: Schema, id_column, on_invalid, bins, show_
     start = time.perf_counter()
     switches = null_switches(schema, public_typed) if public_typed is not None else []
     encoder = Encoder.fit(schema, public_typed, default_bins=bins, structural_cuts=switch_cuts(switches, schema))
-    structure = detect(schema, encoder, public_typed, public_text, group_columns, switches, derive)
     numeric = [c.name for c in schema.columns if c.kind == NUMERIC]
     table = EncodedTable(encoder.encode(typed), {c: typed[c].to_numpy(dtype=np.float64) for c in numeric}, ids)
     public_data = None
     if public_typed is not None:
         public_data = PublicData(encoder.encode(public_typed),
                                  {c: public_typed[c].to_numpy(dtype=np.float64) for c in numeric})
+    structure = detect(schema, encoder, public_typed, public_data.codes if public_data else None, public_text,
+                       group_columns, switches, derive)
     return Prepared(schema, encoder, table, public_data, id_column, reading, time.perf_counter() - start, structure)
 
 

@@ -112,9 +112,11 @@ def switch_cuts(switches: list[NullSwitch], schema: Schema) -> dict[str, list[fl
     return cuts
 
 
-def detect(schema: Schema, encoder: Encoder, public_typed: pd.DataFrame | None, public_text: pd.DataFrame | None,
-           group_columns: tuple[str, ...], switches: list[NullSwitch], derive: bool = True) -> Structure:
-    """The structure a release respects (see the module doc); ``derive=False`` keeps only the rules."""
+def detect(schema: Schema, encoder: Encoder, public_typed: pd.DataFrame | None, public_codes: np.ndarray | None,
+           public_text: pd.DataFrame | None, group_columns: tuple[str, ...], switches: list[NullSwitch],
+           derive: bool = True) -> Structure:
+    """The structure a release respects (see the module doc): ``public_typed``, its codes under
+    ``encoder`` and its text (None without a public file); ``derive=False`` keeps only the rules."""
     names = tuple(encoder.names)
     notes = []
     boxes = rule_boxes(schema.rules, encoder)
@@ -129,7 +131,6 @@ def detect(schema: Schema, encoder: Encoder, public_typed: pd.DataFrame | None, 
                      "; ".join(f'"{p}"' for p in proposals))
     if not derive:
         return Structure(boxes, notes=tuple(notes + ["derived columns: off (--no-derive)"]))
-    public_codes = encoder.encode(public_typed) if public_typed is not None else None
     derivations = _derivations(schema, encoder, public_codes, group_columns, notes)
     children = {d.child for d in derivations}
     links = _null_links(schema, encoder, public_typed, children, derivations, notes) if public_typed is not None \

@@ -111,10 +111,11 @@ def repair(codes: np.ndarray, boxes: Boxes, rng: np.random.Generator, keep: tupl
         bad = boxes.forbidden(out)
         if not bad.any():
             return out
+        valid = ~bad  # repairs change only forbidden rows, so these stay valid donors all pass
         for box in boxes.boxes:
             rows = np.flatnonzero(box.contains(out))
             if len(rows):
-                out[rows, box.fix] = _fix_values(out, box, boxes, rows, rng)
+                out[rows, box.fix] = _fix_values(out, box, valid, rows, rng)
     bad = boxes.forbidden(out)
     if bad.any():
         valid = np.flatnonzero(~bad)
@@ -130,8 +131,8 @@ def repair(codes: np.ndarray, boxes: Boxes, rng: np.random.Generator, keep: tupl
     return out
 
 
-def _fix_values(codes: np.ndarray, box: Box, boxes: Boxes, rows: np.ndarray, rng: np.random.Generator):
-    """New codes of the box's fix column for ``rows``: from donors (valid records that agree
+def _fix_values(codes: np.ndarray, box: Box, valid: np.ndarray, rows: np.ndarray, rng: np.random.Generator):
+    """New codes of the box's fix column for ``rows``: from donors (``valid`` records that agree
     with the box on its other columns), else any valid record's value outside the box, else
     a uniform code outside the box (the rows keep theirs when the box spans the column)."""
     mask = np.ones(0, dtype=bool)
@@ -141,7 +142,6 @@ def _fix_values(codes: np.ndarray, box: Box, boxes: Boxes, rows: np.ndarray, rng
     outside = np.flatnonzero(~mask)
     if not len(outside):
         return codes[rows, box.fix]
-    valid = ~boxes.forbidden(codes)
     values = codes[valid & box.contains_except_fix(codes), box.fix]
     if not len(values):
         values = codes[valid, box.fix]

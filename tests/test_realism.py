@@ -101,8 +101,21 @@ def test_repair_changes_only_the_rules_column_when_a_donor_exists():
     ("AGE < 15 => INC = N", "must be a list"),
 ])
 def test_bad_rules_are_one_line_each(bad, message):
+    """Each bad rule is one problem line naming it."""
     with pytest.raises(SchemaError) as err:
         schema_of(RULED, bad)
+    assert len(err.value.problems) == 1 and message in err.value.problems[0]
+
+
+@pytest.mark.parametrize("entry, message", [
+    ({"values": [1, 2], "function_of": "NOPE"}, "function_of names 'NOPE'"),
+    ({"dtype": "int", "min": 0, "max": 9, "precision": 1.5}, "precision must be an integer"),
+    ({"dtype": "int", "min": 0, "max": 9, "constant_within": ["NOPE"]}, "constant_within names 'NOPE'"),
+    ({"values": [1, 2], "precision": 2}, "does not apply to a categorical column"),
+])
+def test_bad_declarations_are_one_line_each(entry, message):
+    with pytest.raises(SchemaError) as err:
+        schema_of({**RULED, "X": entry})
     assert len(err.value.problems) == 1 and message in err.value.problems[0]
 
 
@@ -128,7 +141,7 @@ def toy(deterministic: bool, n: int = 600, seed: int = 0):
                            "C": pd.Categorical(child, categories=range(4)),
                            "X": pd.Categorical(rng.integers(0, 2, n), categories=[0, 1])})
     enc = Encoder.fit(schema, public)
-    return detect(schema, enc, public, public.astype(str), (), [])
+    return detect(schema, enc, public, enc.encode(public), public.astype(str), (), [])
 
 
 def test_a_function_is_detected_on_a_deterministic_pair_only():

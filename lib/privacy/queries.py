@@ -272,8 +272,10 @@ class CellHistogram:
         cells = records.cells(self.by)
         values = np.asarray(records.numeric[self.column], dtype=np.float64)
         out = np.zeros((edges.shape[0], bins), dtype=np.int64)
-        for g in np.unique(cells):
-            v = values[cells == g]
+        order = np.argsort(cells, kind="stable")  # one pass: rows grouped by cell, then one slice per cell
+        starts = np.searchsorted(cells[order], np.arange(edges.shape[0] + 1))
+        for g in np.flatnonzero(np.diff(starts)):
+            v = values[order[starts[g]:starts[g + 1]]]
             k = np.searchsorted(edges[g], v[~np.isnan(v)], side="left") - 1
             out[g] = np.bincount(k[(k >= 0) & (k < bins)], minlength=bins)
         return out
