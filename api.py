@@ -35,7 +35,7 @@ from dataloader.encoding import DEFAULT_BINS, Encoder
 from dataloader.reading import (ON_INVALID, DataError, as_text, check_columns, individual_ids, public_ranges,
                                 read_header, read_table, validate)
 from dataloader.rules import violations
-from dataloader.schema import NUMERIC, Run, Schema, SchemaError, load_schema, parse_schema
+from dataloader.schema import NUMERIC, Run, Schema, SchemaError, check_distinct, load_schema, parse_schema
 from dataloader.structure import Structure, detect, null_switches, switch_cuts
 from dataloader.writing import StagedFiles, SubmissionWriter, check_writable
 from lib.privacy.accounting import BudgetExceeded, Ledger, classic_rho_from_eps_delta
@@ -90,7 +90,8 @@ def release(private: pd.DataFrame | str | Path, params: Mapping | str | Path | S
             options: Mapping[str, Any] | Any | None = None, *, seed: int | None = None,
             id_column: str | None = None, group_columns: Sequence[str] | None = None, jobs: int = 1,
             on_invalid: str = "error", bins: int = DEFAULT_BINS, show_private_counts: bool = False,
-            derive: bool = True, output: str | Path | None = None) -> list[RunRelease]:
+            derive: bool = True, distinct_per_individual: Sequence[str] | None = None,
+            output: str | Path | None = None) -> list[RunRelease]:
     """One synthetic table per run of ``params`` (a parameters dict, a path to one, or a Schema).
 
     ``private`` / ``public``: a DataFrame (any dtypes; missing cells are missing values) or a
@@ -103,7 +104,10 @@ def release(private: pd.DataFrame | str | Path, params: Mapping | str | Path | S
     tests only (seeded noise is not private); ``derive``: detect derived, null-linked and
     group-level columns from the public file (and apply the declared ones) and set them
     after synthesis (False: synthesize every column as it is; edit rules hold either way);
-    ``output``: also write the submission CSV there and one ledger JSON per run beside it.
+    ``distinct_per_individual``: categorical columns in which no two rows of one individual
+    agree (default: the parameters' ``distinct_per_individual``), enforced by bounding when
+    rows have ids, taken as declared otherwise, as theta is; ``output``: also write the
+    submission CSV there and one ledger JSON per run beside it.
 
     Privacy: each run is (epsilon, delta)-DP for one individual with up to theta rows, as
     its ledger records (PRIVACY.md).  Bad input raises one of ``BAD_INPUT``, before anything
@@ -115,19 +119,20 @@ def release(private: pd.DataFrame | str | Path, params: Mapping | str | Path | S
     spec = _method(method)
     method_options = spec.make_options(options)
     groups = _check_settings(schema, group_columns, id_column, jobs, on_invalid, bins)
+    distinct = _distinct(schema, distinct_per_individual)
     if output is not None:
         output = check_writable(Path(output))
     seed_seq = _seed_sequence(seed)
 
     data = _prepare(private, public, schema, id_column, on_invalid, bins, show_private_counts, groups, derive)
-    _log_plan(data.schema, data.encoder, groups, data.id_column, spec.name, data.structure)
+    _log_plan(data.schema, data.encoder, groups, data.id_column, spec.name, data.structure, distinct)
 
     runs = list(data.schema.runs)
     seeds = [s.spawn(4) for s in seed_seq.spawn(len(runs))]
     releases = []
     with log_above_bars(log), progress(len(runs), "runs", "run", log) as bar:
         for run, run_seeds in zip(runs, seeds):
-            releases.append(_release_run(data, run, spec, method_options, groups, jobs, run_seeds))
+            releases.append(_release_run(data, run, spec, method_options, groups, jobs, run_seeds, distinct))
             bar.update()
     if output is not None:
         write_release(releases, data.schema, output, data.id_column)
@@ -136,6 +141,18 @@ def release(private: pd.DataFrame | str | Path, params: Mapping | str | Path | S
     log.info("reading %.2fs, encoding %.2fs; total %.1fs", data.reading, data.encoding,
              time.perf_counter() - started)
     return releases
+
+
+def _distinct(schema: Schema, given: Sequence[str] | None) -> tuple[str, ...]:
+    """The distinct-per-individual columns: ``given`` (checked) or the parameters' declaration."""
+    if given is None:
+        return schema.distinct_per_individual
+    problems: list[str] = []
+    distinct = check_distinct(list(given), {c.name: c for c in schema.columns}, "--distinct-per-individual",
+                              problems)
+    if problems:
+        raise OptionError(problems)
+    return distinct
 
 
 def _method(name: str) -> Method:
@@ -255,15 +272,18 @@ class RunOutput:
 
 def synthesize_run(table: EncodedTable, encoder: Encoder, public: PublicData | None, run: Run, spec: Method,
                    options, group_columns: tuple[str, ...], jobs: int,
-                   seeds: list[np.random.SeedSequence], structure: Structure = Structure()) -> RunOutput:
-    """Build the run's private table (bounding, ledger, its own noise generator) and let the method
+                   seeds: list[np.random.SeedSequence], structure: Structure = Structure(),
+                   distinct: tuple[str, ...] = ()) -> RunOutput:
+    """Build the run's private table (bounding, ledger, its own noise generator, the columns
+    ``distinct`` per individual) and let the method
     spend exactly this run's budget through it, then make its codes meet ``structure``
     (method/structure.py: post-processing).  ``seeds``: bounding, noise, synthesis (decoding is
     the fourth, used by the caller)."""
     ledger, domain = Ledger(run.epsilon, run.delta), encoder.domain
     start = time.perf_counter()
     private = PrivateTable(table.codes, table.numeric, domain, run.max_records_per_individual, ledger,
-                           np.random.default_rng(seeds[1]), ids=table.ids, bound_rng=np.random.default_rng(seeds[0]))
+                           np.random.default_rng(seeds[1]), ids=table.ids, bound_rng=np.random.default_rng(seeds[0]),
+                           distinct=distinct)
     bounding = time.perf_counter() - start
     skip = structure.skipped(domain.names)
     skipped = set(domain.indices(skip))
@@ -300,9 +320,10 @@ def _measure_group_values(private: PrivateTable, encoder: Encoder, structure: St
     return out
 
 
-def _release_run(data: Prepared, run: Run, spec: Method, options, group_columns, jobs, seeds) -> RunRelease:
+def _release_run(data: Prepared, run: Run, spec: Method, options, group_columns, jobs, seeds,
+                 distinct: tuple[str, ...]) -> RunRelease:
     out = synthesize_run(data.table, data.encoder, data.public, run, spec, options, group_columns, jobs, seeds,
-                         data.structure)
+                         data.structure, distinct)
     start = time.perf_counter()
     typed = decode_release(data.encoder, out.result, data.structure, np.random.default_rng(seeds[3]))
     broken = {rule: n for rule, n in violations(typed, data.schema.rules,
@@ -351,7 +372,8 @@ def write_release(releases: list[RunRelease], schema: Schema, output: Path, id_c
     return paths
 
 
-def _log_plan(schema: Schema, encoder: Encoder, group_columns, id_column, method, structure: Structure) -> None:
+def _log_plan(schema: Schema, encoder: Encoder, group_columns, id_column, method, structure: Structure,
+              distinct: tuple[str, ...] = ()) -> None:
     log.info("schema: %d columns; encoded domain: %s", len(schema.columns),
              ", ".join(f"{c.column.name} {c.describe()}" for c in encoder.coders))
     log.info("groups: %s", " × ".join(group_columns) if group_columns else "none (one group)")
@@ -361,6 +383,12 @@ def _log_plan(schema: Schema, encoder: Encoder, group_columns, id_column, method
     else:
         log.info("individuals: no id column; each individual is taken to contribute at most "
                  "max_records_per_individual rows as the parameters declare, and noise is scaled by it")
+    if distinct:
+        log.info("individuals: no two rows of one individual share %s (%s); marginals that include %s "
+                 "get L2 sensitivity sqrt(theta) instead of theta", " × ".join(distinct),
+                 "enforced: one random row per individual per value is kept" if id_column else
+                 "as the parameters declare; without an id column this cannot be checked",
+                 "it" if len(distinct) == 1 else "all of them")
     for note in structure.notes:
         log.info("%s", note)
     log.info("method: %s; runs: %s", method,

@@ -70,6 +70,11 @@ def build_parser() -> argparse.ArgumentParser:
     syn.add_argument("--no-derive", action="store_true",
                      help="synthesize every column as it is: no derived, null-linked or group-level columns "
                           "(found in the public file or declared); edit rules still hold")
+    syn.add_argument("--distinct-per-individual", default=None, metavar="COLUMNS",
+                     help="comma-separated categorical columns in which no two rows of one individual agree "
+                          "(Sprint 2: YEAR); bounding keeps one row per individual per value, and marginals that "
+                          "include them get sqrt(theta) less noise; default: the parameters' "
+                          "distinct_per_individual; 'none' for none")
     syn.add_argument("--show-private-counts", action="store_true",
                      help="say how many private rows had values outside the schema (exact private counts: the "
                           "log is then for the curator's eyes only); by default the log names columns and "
@@ -198,16 +203,17 @@ def _exit_on_signal(signum, frame):
 
 def synthesize_command(args) -> int:
     runs = release(args.private, args.params, args.public, args.method, method_options(args), seed=args.seed,
-                   id_column=args.id_column, group_columns=_group_columns(args.group_columns), jobs=args.jobs,
+                   id_column=args.id_column, group_columns=_column_list(args.group_columns), jobs=args.jobs,
                    on_invalid=args.on_invalid, bins=args.bins, show_private_counts=args.show_private_counts,
-                   derive=not args.no_derive, output=args.output)
+                   derive=not args.no_derive, distinct_per_individual=_column_list(args.distinct_per_individual),
+                   output=args.output)
     for path in [args.output] + [ledger_path(args.output, r.epsilon) for r in runs]:
         print(path)
     return 0
 
 
-def _group_columns(option: str | None) -> tuple[str, ...] | None:
-    """--group-columns as given: None (the default), () for 'none', or the named columns."""
+def _column_list(option: str | None) -> tuple[str, ...] | None:
+    """A comma-separated column option as given: None (the default), () for 'none', or the named columns."""
     if option is None:
         return None
     if option.strip().lower() in ("", "none"):
@@ -244,7 +250,7 @@ def _evaluation_setup(args):
         problems.append(f"--bins must be >= 1, got {args.bins}")
     if problems:
         raise SchemaError(problems)
-    options = EvaluationOptions(resolve_group_columns(schema, _group_columns(args.group_columns)), args.three_way,
+    options = EvaluationOptions(resolve_group_columns(schema, _column_list(args.group_columns)), args.three_way,
                                 args.workload_seed, args.bins, args.target, args.sensitive, args.positive)
     return schema, options, read_for_evaluation(args.real, schema, "real file")
 

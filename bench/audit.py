@@ -52,12 +52,12 @@ def neighbours(theta: int, seed: int = 0) -> tuple[EncodedTable, EncodedTable]:
 def broken_mechanism():
     """Within the block, private tables scale their noise for one row per individual, although
     bounding keeps theta rows (for showing that the audit catches it)."""
-    original = PrivateTable._sensitivity
-    PrivateTable._sensitivity = lambda self, query: query.sensitivity(1)
+    original = PrivateTable.sensitivity
+    PrivateTable.sensitivity = lambda self, query: query.sensitivity(1)
     try:
         yield
     finally:
-        PrivateTable._sensitivity = original
+        PrivateTable.sensitivity = original
 
 
 def run_audit(method: str, epsilon: float, delta: float, theta: int, trials: int, seed: int = 0) -> AuditResult:

@@ -26,8 +26,13 @@ Datasets:
 * ct_drug_deaths: ../shared/data/ct_drug_deaths (DPSyn's preprocessed file, ID
   dropped), groups Date (year), delta 1e-9, target Fentanyl.  Its category sets are
   taken from the file itself (the benchmark convention of private-pgm's domain files;
-  a real release would take them from a data dictionary), Age in [0, 100].
-Every dataset has one row per individual (max_records_per_individual 1).
+  a real release would take them from a data dictionary), Age in [0, 100];
+* acs_split: one state private (Texas 2018+2019), another public (Massachusetts
+  2018+2019), the demo's schema with Texas's PUMAs, groups PUMA × YEAR, target OWN_RENT;
+* sprint2: 100,000 rows of bench/sprint2_generator.py (seed 1; public file 20,000 rows,
+  seed 2), the Sprint-2 parameters: theta 7 per sim_individual_id, YEAR distinct per
+  individual, groups PUMA × YEAR, no target.
+Every other dataset has one row per individual (max_records_per_individual 1).
 """
 from __future__ import annotations
 
@@ -49,12 +54,13 @@ sys.path.insert(0, str(ROOT))
 
 from api import release  # noqa: E402
 from dataloader.encoding import Encoder  # noqa: E402
-from dataloader.reading import read_csv_text, validate  # noqa: E402
+from dataloader.reading import public_ranges, read_csv_text, validate  # noqa: E402
 from dataloader.schema import parse_schema  # noqa: E402
 from evaluation.scoring import EvaluationOptions, Evaluator  # noqa: E402
 
 SHARED = ROOT.parent / "shared" / "data"
-VARIANTS = {"histogram": ("histogram", {}), "dpsyn": ("dpsyn", {}), "dpsyn-select": ("dpsyn", {"marginals": "select"})}
+VARIANTS = {"histogram": ("histogram", {}), "dpsyn": ("dpsyn", {}), "dpsyn-select": ("dpsyn", {"marginals": "select"}),
+            "dpsyn-writeup": ("dpsyn", {"planner": "write-up"}), "dpsyn-adaptive": ("dpsyn", {"regime": "adaptive"})}
 PEERS = ("mst", "aim")  # bench/peers.py; needs requirements-bench.txt
 
 
@@ -68,17 +74,28 @@ class Dataset:
     delta: float
     target: str | None
     on_invalid: str = "error"
+    id_column: str | None = None  # the private table's individual ids (dropped for scoring)
+    theta: int = 1
+    distinct: tuple[str, ...] = ()  # distinct_per_individual
 
     def params(self, epsilon: float) -> dict:
         return {"runs": [{"epsilon": epsilon, "delta": self.delta, "max_records": 10 ** 7,
-                          "max_records_per_individual": 1}], "schema": self.schema}
+                          "max_records_per_individual": self.theta}], "schema": self.schema,
+                "distinct_per_individual": list(self.distinct)}
+
+    @property
+    def real(self) -> pd.DataFrame:
+        """The private table without its id column: what the scorer compares against."""
+        return self.private.drop(columns=self.id_column) if self.id_column else self.private
 
     def codes(self) -> tuple[np.ndarray, Encoder]:
         """The private table encoded as a release encodes it (for the peers)."""
         schema = parse_schema(self.params(1.0))
         public = None if self.public is None else validate(self.public, schema, "public", public=True)
+        if public is not None:
+            schema = schema.with_public_ranges(public_ranges(public, schema))
         encoder = Encoder.fit(schema, public)
-        return encoder.encode(validate(self.private, schema, "private", on_invalid=self.on_invalid)), encoder
+        return encoder.encode(validate(self.real, schema, "private", on_invalid=self.on_invalid)), encoder
 
 
 def demo() -> Dataset:
@@ -105,7 +122,40 @@ def ct_drug_deaths() -> Dataset:
     return Dataset("ct_drug_deaths", {c: entries[c] for c in text.columns}, text, None, ("Date",), 1e-9, "Fentanyl")
 
 
-DATASETS = {"demo": demo, "adult": adult, "ct_drug_deaths": ct_drug_deaths}
+def acs_split() -> Dataset:
+    """One state private, another public: Texas 2018+2019 (private) and Massachusetts 2018+2019 (public),
+    the demo's schema with Texas's PUMAs (data dictionary) and the industry codes seen in the public file."""
+    folder = SHARED / "nist_crc_acs_excerpts"
+    dictionary = json.loads((folder / "data_dictionary.json").read_text())
+
+    def stack(state: str) -> pd.DataFrame:
+        parts = [read_csv_text(folder / f"{state}{year}.csv", "excerpt").assign(YEAR=str(year))
+                 for year in (2018, 2019)]
+        return pd.concat(parts, ignore_index=True)
+
+    private, public = stack("tx"), stack("ma")
+    schema = json.loads((ROOT / "parameters.json").read_text())["schema"]
+    schema["PUMA"] = {"dtype": "str", "values": [p for p in dictionary["PUMA"]["values"] if p.startswith("48-")]}
+    schema["INDP"] = dict(schema["INDP"], values=sorted(int(v) for v in set(public["INDP"]) if v != "N"))
+    columns = list(schema)
+    return Dataset("acs_split", schema, private[columns], public[columns], ("PUMA", "YEAR"), 1e-10, "OWN_RENT",
+                   "drop")
+
+
+def sprint2(rows: int = 100_000) -> Dataset:
+    """bench/sprint2_generator.py: ``rows`` private rows (seed 1, up to 7 per sim_individual_id, one per YEAR)
+    and rows // 5 public rows (seed 2), the Sprint-2 parameters (delta 3.45e-11, theta 7), YEAR declared
+    distinct per individual, values outside the schema clipped (as bench/bench_release.py runs it)."""
+    from bench.sprint2_generator import SPRINT2_PARAMS, generate
+    params = json.loads(SPRINT2_PARAMS.read_text())
+    private = generate(rows, seed=1).astype(str)
+    public = generate(rows // 5, seed=2).drop(columns="sim_individual_id").astype(str)
+    return Dataset("sprint2", params["schema"], private, public, ("PUMA", "YEAR"), params["runs"][0]["delta"], None,
+                   "clip", "sim_individual_id", 7, ("YEAR",))
+
+
+DATASETS = {"demo": demo, "adult": adult, "ct_drug_deaths": ct_drug_deaths, "acs_split": acs_split,
+            "sprint2": sprint2}
 _DATA: Dataset | None = None  # the dataset of the current batch, inherited by forked runs
 
 
@@ -127,7 +177,7 @@ def _one_run(args) -> tuple[pd.DataFrame, float, float]:
     else:
         method, options = VARIANTS[variant]
         (run,) = release(data.private, data.params(eps), data.public, method, options, seed=seed,
-                         group_columns=data.groups, on_invalid=data.on_invalid)
+                         group_columns=data.groups, on_invalid=data.on_invalid, id_column=data.id_column)
         seconds, table = time.perf_counter() - start, run.table
     return table, seconds, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
@@ -151,7 +201,7 @@ def main() -> None:
     ctx = multiprocessing.get_context("fork")
     for name in args.datasets:
         _DATA = DATASETS[name]()
-        evaluator = Evaluator(parse_schema(_DATA.params(1.0)), _DATA.private,
+        evaluator = Evaluator(parse_schema(_DATA.params(1.0)), _DATA.real,
                               EvaluationOptions(group_columns=_DATA.groups, target=_DATA.target))
         for variant in args.methods:
             for eps in args.eps:

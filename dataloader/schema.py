@@ -19,7 +19,9 @@ Our extensions (the NIST format lacks them), all optional: ``function_of`` names
 column this one is a function of (e.g. INDP_CAT of INDP; the mapping comes from the public
 file); ``constant_within`` lists group columns within whose cells this column holds one
 value (e.g. DENSITY within PUMA); a top-level ``constraints`` list holds edit rules
-(dataloader/rules.py).
+(dataloader/rules.py); a top-level ``distinct_per_individual`` lists categorical columns in
+which no two rows of one individual agree (Sprint 2: ``["YEAR"]``, one row per person per
+year), which bounding enforces and which lowers the noise of marginals that include them.
 
 Every problem in the file is reported at once, one line each, by
 :class:`SchemaError`.  Nothing here looks at private data.
@@ -111,6 +113,7 @@ class Schema:
     columns: tuple[Column, ...]
     runs: tuple[Run, ...]
     rules: tuple = ()  # dataloader.rules.Rule, from the "constraints" section
+    distinct_per_individual: tuple[str, ...] = ()  # no two rows of one individual agree on all of these
 
     @property
     def names(self) -> list[str]:
@@ -176,9 +179,27 @@ def parse_schema(raw: object) -> Schema:
         raise SchemaError(problems)
     from dataloader.rules import parse_rules  # rules parse against the columns parsed here
     rules = parse_rules(raw.get("constraints"), by_name, problems)
+    distinct = check_distinct(raw.get("distinct_per_individual", []), by_name, "distinct_per_individual",
+                              problems)
     if problems:
         raise SchemaError(problems)
-    return Schema(columns=tuple(columns), runs=tuple(runs), rules=rules)
+    return Schema(columns=tuple(columns), runs=tuple(runs), rules=rules, distinct_per_individual=distinct)
+
+
+def check_distinct(names: object, by_name: dict[str, "Column"], where: str, problems: list[str]) -> tuple[str, ...]:
+    """The declared distinct-per-individual columns (categorical schema columns, each named once), adding
+    one line to ``problems`` per bad entry."""
+    if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
+        problems.append(f"{where}: must be a list of column names, got {names!r}")
+        return ()
+    for name in names:
+        if name not in by_name:
+            problems.append(f"{where}: {name!r} is not a schema column")
+        elif by_name[name].kind != CATEGORICAL:
+            problems.append(f"{where}: {name} must be a categorical column (its rows are told apart by value)")
+    if len(set(names)) != len(names):
+        problems.append(f"{where}: a column is named twice")
+    return tuple(names)
 
 
 def _check_declarations(columns: list[Column], by_name: dict[str, Column], problems: list[str]) -> None:

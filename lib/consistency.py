@@ -26,13 +26,15 @@ PSEUDO_SHARE = 1e-3
 
 
 def make_consistent(marginals: list[tuple[tuple[str, ...], np.ndarray, float]],
-                    rounds: int = ROUNDS, tolerance: float = TOLERANCE) -> list[np.ndarray]:
+                    rounds: int = ROUNDS, tolerance: float = TOLERANCE,
+                    fit_iterations: int = MAX_FIT_ITERATIONS) -> list[np.ndarray]:
     """Consistent, non-negative copies of ``marginals`` (attrs, noisy counts shaped by attrs, noise sd).
 
     Afterwards every marginal has the same total, no negative cell, and any two agree on
     every attribute subset they share to within ``tolerance`` × total (for shared subsets
     that do not nest inside one another, such as the single columns shared by 2-way
-    marginals).  Noise-free, consistent input is returned unchanged.
+    marginals), unless the final fitting stops at ``fit_iterations`` sweeps first.
+    Noise-free, consistent input is returned unchanged.
     """
     attrs = [tuple(a) for a, _, _ in marginals]
     values = [np.array(v, dtype=np.float64) for _, v, _ in marginals]
@@ -45,8 +47,8 @@ def make_consistent(marginals: list[tuple[tuple[str, ...], np.ndarray, float]],
             _agree_on(subset, attrs, values, sigmas)
         values = [_project_to_simplex(v, total) for v in values]
     consensus = {s: _project_to_simplex(_consensus(s, attrs, values, sigmas), total) for s in subsets}
-    return [fit_to_margins(v, a, {s: t for s, t in consensus.items() if set(s) <= set(a)}, tolerance * total)
-            for v, a in zip(values, attrs)]
+    return [fit_to_margins(v, a, {s: t for s, t in consensus.items() if set(s) <= set(a)}, tolerance * total,
+                           fit_iterations) for v, a in zip(values, attrs)]
 
 
 def _shared_subsets(attrs: list[tuple[str, ...]]) -> list[tuple[str, ...]]:

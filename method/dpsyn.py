@@ -22,18 +22,18 @@ import numpy as np
 
 from lib.consistency import common_total, make_consistent
 from lib.gum import gum
-from lib.marginals import clip_and_normalise, count_marginal
+from lib.marginals import count_marginal
 from lib.privacy.private_table import PrivateTable
 from lib.privacy.queries import DependencyScores, Marginal
 from method.base import Method, PublicData, RunContext, SynthesisResult, option
-from method.groups import group_sizes, synthesize_groups
-from method.planner import (ALL, MARGINAL_CHOICES, ONE_WAY, PUBLIC, REGIMES, SELECT, TWO_WAY, make_plan,
-                            needs_total, total_share)
+from method.groups import base_size, group_sizes, start_records, synthesize_groups
+from method.adaptive import measure_adaptively
+from method.planner import (ADAPTIVE, ALL, AUTO, MARGINAL_CHOICES, ONE_WAY, PLANNERS, PUBLIC, REGIMES, SELECT,
+                            TWO_WAY, make_plan, needs_total, total_share)
 from method.selection import SCORE_SHARE, allocate, greedy_pairs
 
 log = logging.getLogger(__name__)
 
-BASE_RECORDS = 20_000
 PUBLIC_SIGMA = 1e6  # weight of public marginals in consistency: far below any noisy measurement
 GROUP_MARGINAL_SHARE = 0.5  # two-way regime with groups: share of the marginal budget on group × column
 
@@ -48,6 +48,11 @@ class DpsynOptions:
                             choices=MARGINAL_CHOICES)
     group_floor: int = option(0, "raise every positive noisy group size to at least this many rows", type=int,
                               minimum=0)
+    planner: str = option(AUTO, "auto: the write-up's regimes, except that where it would measure 1-way or 2-way "
+                                "marginals, the adaptive rounds are used unless measuring every pair is cheap; "
+                                "write-up: the write-up's regimes only", choices=PLANNERS)
+    max_cells: int = option(20_000, "adaptive regime: the largest marginal (in cells) a round may measure",
+                            type=int, minimum=1)
     group_round: int = option(1, "round noisy group sizes to a multiple of this (the write-up's K); where groups "
                                  "share the global targets (public and one-way regimes) groups of equal size then "
                                  "share one synthesized set of records, which saves time", type=int, minimum=1)
@@ -69,20 +74,29 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
             total = private.measure(Marginal(()), total_share(eps, theta) * rho, "noisy total")
             noisy_total = total.total
             targets.append(((), total.noisy.reshape(()), total.sigma))  # weighed in the common total
+        pair_cells = tuple(domain.sizes[a] * domain.sizes[b] for a, b in itertools.combinations(other_idx, 2))
         plan = make_plan(eps, theta, noisy_total, bool(group_idx), public_codes is not None, options.regime,
-                         columns=len(other_idx))
+                         columns=len(other_idx), rho=rho if options.planner == AUTO else None, pair_cells=pair_cells)
         log.info("dpsyn eps=%g: %s", eps, plan.describe(rho))
-        if group_idx:
-            label = " × ".join(ctx.group_columns)
-            groups = private.measure(Marginal(ctx.group_columns), plan.group_share * rho, f"group counts ({label})")
-            targets.append((tuple(group_idx), groups.noisy, groups.sigma))
-        targets += _targets(private, public_codes, ctx, options, group_idx, other_idx, plan, rho, targets)
+        base = None
+        if plan.regime == ADAPTIVE:
+            model = measure_adaptively(private, public_codes, ctx, group_idx, other_idx, plan.group_share * rho,
+                                       options.max_cells, earlier=tuple(targets))
+            by_cols, total, base = model.consistent, model.total, model.records
+        else:
+            if group_idx:
+                label = " × ".join(ctx.group_columns)
+                groups = private.measure(Marginal(ctx.group_columns), plan.group_share * rho,
+                                         f"group counts ({label})")
+                targets.append((tuple(group_idx), groups.noisy, groups.sigma))
+            targets += _targets(private, public_codes, ctx, options, group_idx, other_idx, plan, rho, targets)
 
-    with ctx.timed("consistency"):
-        consistent = make_consistent([(tuple(domain.names[j] for j in cols), values, sigma)
-                                      for cols, values, sigma in targets])
-        by_cols = {cols: values for (cols, _, _), values in zip(targets, consistent)}
-        total = consistent[0].sum()
+    if base is None:
+        with ctx.timed("consistency"):
+            consistent = make_consistent([(tuple(domain.names[j] for j in cols), values, sigma)
+                                          for cols, values, sigma in targets])
+            by_cols = {cols: values for (cols, _, _), values in zip(targets, consistent)}
+            total = consistent[0].sum()
 
     with ctx.timed("sampling"):
         sizes = domain.sizes
@@ -91,9 +105,12 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
         global_targets = _global_targets(by_cols, group_idx, other_idx)
         per_group_1way = {c[-1]: v.reshape(-1, sizes[c[-1]]) for c, v in by_cols.items()
                           if group_idx and len(c) == len(group_idx) + 1 and list(c[:-1]) == group_idx}
-        base = _base_records(ctx, public_codes, other_idx, global_targets, int(min(BASE_RECORDS, max(total, 1000))))
+        if base is None:
+            start = start_records(public_codes, other_idx, global_targets, base_size(total), sizes, ctx.rng)
+            base = gum(start, sizes, global_targets, ctx.rng, boxes=ctx.boxes)
         codes = synthesize_groups(base, per_group, group_idx, global_targets, per_group_1way, sizes, ctx.rng,
-                                  ctx.jobs, reuse_equal_sizes=options.group_round > 1, boxes=ctx.boxes)
+                                  ctx.jobs, reuse_equal_sizes=options.group_round > 1, boxes=ctx.boxes,
+                                  own_targets_only=plan.regime == ADAPTIVE)
     return SynthesisResult(codes)
 
 
@@ -178,25 +195,6 @@ def _measure(private: PrivateTable, ctx: RunContext, queries, rhos: list[float])
              len(measured), ", ".join(names[j] for j in queries[0]) + ("..." if len(queries) > 1 else ""),
              sum(rhos), min(sigmas), max(sigmas))
     return measured
-
-
-def _base_records(ctx: RunContext, public_codes, other_idx, targets, n: int) -> np.ndarray:
-    """n records over all columns whose non-group columns follow ``targets`` (GUM).
-
-    Start: random public records when given, else independent draws from the targets'
-    1-way projections.  Group columns and columns the release sets later are left 0.
-    """
-    sizes = ctx.domain.sizes
-    records = np.zeros((n, len(sizes)), dtype=np.int32)
-    if public_codes is not None:
-        records[:, other_idx] = public_codes[ctx.rng.integers(0, len(public_codes), n)][:, other_idx]
-        records[records < 0] = 0
-    else:
-        for j in other_idx:
-            cols, values = next((c, v) for c, v in targets if j in c)
-            axis = tuple(i for i, c in enumerate(cols) if c != j)
-            records[:, j] = ctx.rng.choice(sizes[j], size=n, p=clip_and_normalise(values.sum(axis=axis)))
-    return gum(records, sizes, targets, ctx.rng, boxes=ctx.boxes)
 
 
 METHOD = Method("dpsyn", "planned noisy marginals, consistency and GUM, per group (the DPSyn Sprint-2 write-up)",

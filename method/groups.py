@@ -13,11 +13,35 @@ import numpy as np
 from lib.consistency import fit_to_margins
 from lib.constraints import NO_BOXES, Boxes
 from lib.gum import GumOptions, gum
+from lib.marginals import clip_and_normalise
 from lib.progress import progress
 
 log = logging.getLogger(__name__)
 
 GROUP_GUM = GumOptions(iterations=4, alpha=0.5, decay=0.8)
+BASE_RECORDS = 20_000  # records of the base set that groups draw from
+
+
+def base_size(total: float, most: int = BASE_RECORDS) -> int:
+    """Records in a base set for a table of about ``total`` rows: at most ``most``, at least 1,000."""
+    return int(min(most, max(total, 1000)))
+
+
+def start_records(public_codes: np.ndarray | None, other_idx: list[int], targets, n: int,
+                  sizes: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    """n records to start GUM from: random public records when given (unknown codes as 0), else
+    independent draws from the 1-way projections of ``targets`` (column indices, values).  Only the
+    ``other_idx`` columns are set; group columns and columns the release sets later stay 0."""
+    records = np.zeros((n, len(sizes)), dtype=np.int32)
+    if public_codes is not None:
+        records[:, other_idx] = public_codes[rng.integers(0, len(public_codes), n)][:, other_idx]
+        records[records < 0] = 0
+        return records
+    for j in other_idx:
+        cols, values = next((c, v) for c, v in targets if j in c)
+        axis = tuple(i for i, c in enumerate(cols) if c != j)
+        records[:, j] = rng.choice(sizes[j], size=n, p=clip_and_normalise(values.sum(axis=axis)))
+    return records
 
 
 def group_sizes(noisy: np.ndarray, max_records: int, floor: int = 0, multiple: int = 1) -> np.ndarray:
@@ -49,12 +73,20 @@ def per_group_targets(targets, per_group_1way: dict, n_groups: int) -> list:
     return out
 
 
+def draw_rows(available: int, n: int, rng: np.random.Generator) -> np.ndarray:
+    """n row indices below ``available``: without repeats when there are enough rows (a subsample
+    keeps the base's marginals better than draws with replacement), else with repeats."""
+    if n <= available:
+        return rng.permutation(available)[:n]
+    return rng.integers(0, available, n)
+
+
 def _one_group(args) -> np.ndarray:
     cell, n, rng = args
     base, group_idx, targets, stacked, sizes, group_shape, boxes = _STATE
     if stacked:
         targets = [(cols, values[cell]) for cols, values in targets]
-    records = base[rng.integers(0, len(base), n)]
+    records = base[draw_rows(len(base), n, rng)]
     records = gum(records, sizes, targets, rng, GROUP_GUM, boxes)
     if group_idx:
         records[:, group_idx] = np.unravel_index(cell, group_shape)
@@ -63,14 +95,20 @@ def _one_group(args) -> np.ndarray:
 
 def synthesize_groups(base: np.ndarray, per_group: np.ndarray, group_idx: list[int], targets,
                       per_group_1way: dict, sizes: tuple[int, ...], rng: np.random.Generator, jobs: int = 1,
-                      reuse_equal_sizes: bool = False, boxes: Boxes = NO_BOXES) -> np.ndarray:
+                      reuse_equal_sizes: bool = False, boxes: Boxes = NO_BOXES,
+                      own_targets_only: bool = False) -> np.ndarray:
     """Records of every group stacked in group order: ``per_group[g]`` rows drawn from ``base`` and
     GUM-updated toward ``targets`` (global marginals); where ``per_group_1way[column]`` gives the
     group's own 1-way marginal (rows = groups), the group's targets are the global ones fitted
     to it.  Each group has its own child of ``rng``, so the result does not depend on ``jobs``
     (worker processes).  ``reuse_equal_sizes``: groups that share the global targets and a size
-    share one set of records (see ``_reuse_equal_sizes``).  No record lands in a ``boxes`` box."""
+    share one set of records (see ``_reuse_equal_sizes``).  ``own_targets_only``: GUM each group only
+    toward the targets that involve a column with a per-group marginal (the base already follows
+    the others; fitting a small group to them again distorts it), and not at all when there is none.
+    No record lands in a ``boxes`` box."""
     global _STATE
+    if own_targets_only:
+        targets = [(cols, values) for cols, values in targets if set(cols) & set(per_group_1way)]
     group_shape = tuple(sizes[j] for j in group_idx)
     cells = np.flatnonzero(per_group)
     rngs = rng.spawn(len(cells))

@@ -10,6 +10,12 @@ tau1 = 1500*theta/N~, tau2 = 6*tau1 with N~ the noisy total.
   (x = eps - eps0 - eps1 - tau1), the rest on noisy 1-way marginals;
 * otherwise "two-way": the same with tau2, the rest on noisy 2-way marginals.
 
+Beyond the write-up (issue 11): where it picks one-way or two-way, the planner keeps
+two-way only when measuring every pair is cheap (expected L1 noise per pair below
+TWO_WAY_NOISE of the rows, see ``pair_noise``) and otherwise picks "adaptive"
+(method/adaptive.py: AIM-style rounds that measure what the model gets wrong), with the
+group-count share of the regime it replaces (the two-way one when forced).  The threshold comes from bench/run_bench.py.
+
 The write-up states these shares in epsilon; here each share becomes the same
 fraction of the run's rho, so the shares sum exactly to the run's budget.  Without
 a public file the "public" regime measures noisy 1-way marginals with half of
@@ -20,12 +26,16 @@ marginal share goes to the group counts.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
-PUBLIC, ONE_WAY, TWO_WAY = "public", "one-way", "two-way"
-REGIMES = (PUBLIC, ONE_WAY, TWO_WAY)
+PUBLIC, ONE_WAY, TWO_WAY, ADAPTIVE = "public", "one-way", "two-way", "adaptive"
+REGIMES = (PUBLIC, ONE_WAY, TWO_WAY, ADAPTIVE)
 ALL, SELECT = "all", "select"
 MARGINAL_CHOICES = (ALL, SELECT)  # one-way/two-way regimes: the regime's fixed set, or PrivSyn-style selection
+AUTO, WRITE_UP = "auto", "write-up"
+PLANNERS = (AUTO, WRITE_UP)  # the planner with the adaptive regime, or the write-up's alone
+TWO_WAY_NOISE = 0.2  # measure every pair when its expected L1 noise is below this share of the rows (bench/)
 
 
 @dataclass(frozen=True)
@@ -50,10 +60,10 @@ class Plan:
     marginal_share: float
 
     def describe(self, rho: float) -> str:
+        what = {TWO_WAY: "2-way marginals", ADAPTIVE: "adaptive rounds"}.get(self.regime, "1-way marginals")
         parts = [f"noisy total {self.total_share:.1%}" if self.total_share else "",
                  f"group counts {self.group_share:.1%}" if self.group_share else "",
-                 f"{'1-way' if self.regime != TWO_WAY else '2-way'} marginals {self.marginal_share:.1%}"
-                 if self.marginal_share else ""]
+                 f"{what} {self.marginal_share:.1%}" if self.marginal_share else ""]
         return (f"regime {self.regime}; rho {rho:.4g} split: " + ", ".join(p for p in parts if p))
 
 
@@ -66,7 +76,7 @@ def needs_total(epsilon: float, theta: int, has_groups: bool, forced: str | None
     if not has_groups:
         return True
     if forced is not None:
-        return forced != PUBLIC
+        return forced not in (PUBLIC, ADAPTIVE)
     return epsilon >= Thresholds.for_theta(theta).eps2
 
 
@@ -75,13 +85,25 @@ def total_share(epsilon: float, theta: int) -> float:
     return min(Thresholds.for_theta(theta).eps0, epsilon / 2) / epsilon
 
 
+def pair_noise(rho: float, theta: int, noisy_total: float, pair_cells: tuple[int, ...]) -> float:
+    """Expected L1 noise of one 2-way marginal, over the noisy total, when all of ``rho`` is split
+    evenly over the pairs (cells ``pair_cells``): sqrt(2/π)·θ·sqrt(P/(2ρ))·mean cells / N.
+    Public: computed from the budget, the domain and the released noisy total."""
+    sigma = theta * math.sqrt(len(pair_cells) / (2 * rho))
+    return math.sqrt(2 / math.pi) * sigma * sum(pair_cells) / len(pair_cells) / max(noisy_total, 1.0)
+
+
 def make_plan(epsilon: float, theta: int, noisy_total: float | None, has_groups: bool, has_public: bool,
-              forced: str | None = None, columns: int = 2) -> Plan:
-    """The write-up's regime choice and shares for one run; ``forced`` overrides the regime.
+              forced: str | None = None, columns: int = 2, rho: float | None = None,
+              pair_cells: tuple[int, ...] = ()) -> Plan:
+    """The regime choice and shares for one run; ``forced`` overrides the regime.
 
     ``noisy_total`` is given exactly when ``needs_total`` says so (bought with ``total_share``).
     ``columns``: how many non-group columns there are; with none, the marginal share goes
-    to the group counts.
+    to the group counts.  Where the write-up picks one-way or two-way and ``rho`` and
+    ``pair_cells`` (the cells of every pair of non-group columns) are given, measuring every
+    pair decides: two-way when its noise (``pair_noise``) is below TWO_WAY_NOISE, else the
+    adaptive rounds, which measure only the marginals worth their noise.
     """
     t = Thresholds.for_theta(theta)
     total_eps, tau1, tau2 = 0.0, 0.0, 0.0
@@ -98,13 +120,16 @@ def make_plan(epsilon: float, theta: int, noisy_total: float | None, has_groups:
             regime = ONE_WAY
         else:
             regime = TWO_WAY
+        written = regime  # the write-up's choice: the adaptive regime keeps its group-count share
+        if regime != PUBLIC and rho is not None and pair_cells:
+            regime = TWO_WAY if pair_noise(rho, theta, noisy_total, pair_cells) < TWO_WAY_NOISE else ADAPTIVE
     else:
-        regime = forced
+        regime = written = forced
     rest = epsilon - total_eps
     if regime == PUBLIC:
         group_eps = rest
     else:
-        tau = tau1 if regime == ONE_WAY else tau2
+        tau = tau1 if written == ONE_WAY else tau2  # forced adaptive: the two-way share
         x = max(0.0, epsilon - t.eps0 - t.eps1 - tau)
         group_eps = min(t.eps3, t.eps1 + x / 2, rest / 2)
     marginal_eps = rest - group_eps

@@ -65,7 +65,8 @@ def small_table() -> PrivateTable:
 def test_the_table_shows_no_records():
     private = small_table()
     public = {name for name in dir(private) if not name.startswith("_")}
-    assert public == {"domain", "theta", "budget", "remaining", "released", "measure", "select"}
+    assert public == {"domain", "theta", "distinct", "budget", "remaining", "released", "sensitivity", "measure",
+                      "select"}
     for name in ("codes", "records", "numeric", "ids"):
         with pytest.raises(AttributeError):
             getattr(private, name)

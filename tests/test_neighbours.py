@@ -136,3 +136,57 @@ def test_queries_and_selections_are_recorded_in_order():
     chosen = private.select([Marginal(("A",)), Marginal(("B",))], [np.zeros(3), np.zeros(4)], 1e-3, k=2)
     assert private.released == (first, chosen) and sorted(chosen.chosen) == [0, 1]
     assert [c.step for c in private._ledger.charges] == ["1-way marginal A", "selection of 2 of 2 candidates"]
+
+
+# Distinct columns (e.g. Sprint 2's YEAR): one individual's rows never share B after bounding.
+BY_B = [
+    Marginal(("B",)),
+    Marginal(("A", "B")),
+    Marginal(("G", "A", "B")),
+    Thresholds(("X", "Y"), ((1.0, 0.5), (-1.0, 2.0)), (-0.5, 0.0, 0.5, 1.0), by=("B",)),
+    LinearSums(("X", "Y"), ((1.0, 1.0), (2.0, -1.0)), by=("A", "B")),
+    CellHistogram("X", ("B",), ((-1.0, 0.0, 50.0, 100.0),) * 4),
+]
+
+
+def distinct_neighbours(theta: int, seed: int):
+    """(D, D') where the newcomer's theta + 2 rows are clustered except that B cycles through its
+    values (so some repeat when theta + 2 > 4, and bounding must drop them)."""
+    d, d2 = neighbours(theta, True, seed)
+    codes = d2[0].copy()
+    codes[-(theta + 2):, DOMAIN.index("B")] = np.arange(theta + 2) % 4
+    return d, (codes, d2[1], d2[2])
+
+
+def distinct_table(data, theta) -> PrivateTable:
+    codes, numeric, ids = data
+    return PrivateTable(codes, numeric, DOMAIN, theta, Ledger(10.0, 1e-9), np.random.default_rng(0), ids=ids,
+                        bound_rng=np.random.default_rng(99), distinct=("B",))
+
+
+@pytest.mark.parametrize("theta", THETAS)
+def test_distinct_columns_lower_the_l2_bound_of_queries_over_them(theta):
+    for seed in range(3):
+        d, d2 = distinct_neighbours(theta, seed)
+        small, large = distinct_table(d, theta), distinct_table(d2, theta)
+        for query in BY_B + QUERIES:
+            change = exact(large, query) - exact(small, query)
+            declared = query.sensitivity(theta, ("B",))
+            assert np.abs(change).sum() <= declared.l1 + 1e-9, (query, seed)
+            assert np.sqrt((change ** 2).sum()) <= declared.l2 + 1e-9, (query, seed)
+            assert declared.l2 <= recorded_sensitivity(large, query) + 1e-12, query
+        for query in BY_B:  # the lower bound applies exactly to the queries whose cells include B
+            assert query.sensitivity(theta, ("B",)).l2 < query.sensitivity(theta).l2 or theta == 1
+    change = exact(large, Marginal(("A", "B"))) - exact(small, Marginal(("A", "B")))
+    assert np.sqrt((change ** 2).sum()) == pytest.approx(np.sqrt(min(theta, 4)))  # reached while B has room
+
+
+def test_bounding_keeps_one_row_per_individual_and_distinct_value():
+    _, d2 = distinct_neighbours(7, 0)
+    kept = exact(distinct_table(d2, 7), Marginal(()))
+    codes, _, ids = d2
+    pairs = {(i, b) for i, b in zip(ids, codes[:, DOMAIN.index("B")])}
+    per_id = {}
+    for i, _ in pairs:
+        per_id[i] = per_id.get(i, 0) + 1
+    assert kept == sum(min(n, 7) for n in per_id.values())

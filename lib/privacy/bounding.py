@@ -2,7 +2,10 @@
 
 Truncation looks at one individual's rows at a time (a per-individual
 transformation), so adding or removing one individual still changes at most
-theta of the rows that are measured; noise is scaled by theta accordingly.
+theta of the rows that are measured; noise is scaled by theta accordingly.  With
+``keys`` (the codes of the columns a run declares distinct per individual, such as
+Sprint 2's YEAR), each individual first keeps one random row per key, also a
+per-individual transformation, so no two kept rows of one individual share a key.
 """
 from __future__ import annotations
 
@@ -10,14 +13,28 @@ import numpy as np
 import pandas as pd
 
 
-def bound_contributions(ids: np.ndarray, theta: int, rng: np.random.Generator) -> np.ndarray:
-    """Sorted indices of the rows to keep: for each id, at most ``theta`` of its rows, at random.
+def bound_contributions(ids: np.ndarray, theta: int, rng: np.random.Generator,
+                        keys: np.ndarray | None = None) -> np.ndarray:
+    """Sorted indices of the rows to keep: for each id, at most ``theta`` of its rows, at random;
+    with ``keys`` (n × k codes), first at most one random row per (id, key).
 
-    The choice depends only on ``rng`` and the id grouping, never on other values.
+    The choice depends only on ``rng``, the id grouping and each row's key, never on other values.
     """
     group = pd.factorize(pd.Series(ids), use_na_sentinel=False)[0]
-    order = np.lexsort((rng.random(len(group)), group))
+    rows, priority = np.arange(len(group)), rng.random(len(group))  # one random priority per row
+    if keys is not None and len(group):
+        keys = np.asarray(keys).reshape(len(group), -1)
+        pair = np.unique(np.column_stack([group, keys]), axis=0, return_inverse=True)[1].ravel()
+        rows = np.flatnonzero(_first_of_each(pair, priority, 1))
+    return np.sort(rows[_first_of_each(group[rows], priority[rows], theta)])
+
+
+def _first_of_each(group: np.ndarray, priority: np.ndarray, limit: int) -> np.ndarray:
+    """Boolean mask: for each value of ``group``, its ``limit`` positions of lowest ``priority``."""
+    order = np.lexsort((priority, group))
     sorted_group = group[order]
     starts = np.r_[0, np.flatnonzero(np.diff(sorted_group)) + 1]
     rank = np.arange(len(order)) - np.repeat(starts, np.diff(np.r_[starts, len(order)]))
-    return np.sort(order[rank < theta])
+    keep = np.zeros(len(group), dtype=bool)
+    keep[order[rank < limit]] = True
+    return keep

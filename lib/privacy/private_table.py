@@ -27,7 +27,7 @@ from lib.domain import Domain
 from lib.privacy.accounting import Ledger
 from lib.privacy.bounding import bound_contributions
 from lib.privacy.mechanisms import exponential_mechanism, gaussian_mechanism
-from lib.privacy.queries import QUERY_KINDS, Query, Records
+from lib.privacy.queries import QUERY_KINDS, Query, Records, Sensitivity
 
 
 @dataclass(frozen=True)
@@ -68,26 +68,34 @@ class PrivateTable:
     domain's numeric columns; ``ids`` (optional): each row's individual, used to keep at
     most ``theta`` random rows per individual (``bound_rng``); without ids each row is
     taken to belong to an individual with at most ``theta`` rows, as the parameters
-    declare.  ``rng`` draws the noise (and the selections' randomness) and should be the
+    declare.  ``distinct``: columns in which no two rows of one individual agree (with ids,
+bounding keeps one row per individual per combination of their codes first; without ids the
+parameters' declaration is taken as given, as theta is), which lowers the L2 sensitivity of
+queries whose cells include them.  ``rng`` draws the noise (and the selections' randomness) and should be the
     table's own: nothing released should be drawn from it; ``ledger`` holds the run's budget.
     """
 
-    __slots__ = ("domain", "theta", "_ledger", "_rng", "_released", "__records")
+    __slots__ = ("domain", "theta", "distinct", "_ledger", "_rng", "_released", "__records", "__answers")
 
     def __init__(self, codes: np.ndarray, numeric: Mapping[str, np.ndarray], domain: Domain, theta: int,
                  ledger: Ledger, rng: np.random.Generator, ids: np.ndarray | None = None,
-                 bound_rng: np.random.Generator | None = None):
+                 bound_rng: np.random.Generator | None = None, distinct: tuple[str, ...] = ()):
         if theta < 1:
             raise ValueError(f"theta must be >= 1, got {theta}")
         if set(numeric) != set(domain.ranges):
             raise ValueError("numeric values must be given for exactly the domain's numeric columns")
+        unknown = [c for c in distinct if c not in domain.names]
+        if unknown:
+            raise ValueError(f"distinct columns not in the domain: {', '.join(unknown)}")
         if ids is not None:
-            keep = bound_contributions(ids, theta, bound_rng if bound_rng is not None else rng)
+            keys = codes[:, domain.indices(distinct)] if distinct else None
+            keep = bound_contributions(ids, theta, bound_rng if bound_rng is not None else rng, keys)
             codes = codes[keep]
             numeric = {name: values[keep] for name, values in numeric.items()}
-        self.domain, self.theta = domain, int(theta)
+        self.domain, self.theta, self.distinct = domain, int(theta), tuple(distinct)
         self._ledger, self._rng, self._released = ledger, rng, []
         self.__records = Records(codes, dict(numeric), domain)
+        self.__answers: dict = {}
 
     @property
     def budget(self) -> float:
@@ -104,8 +112,16 @@ class PrivateTable:
         """Every record this table has released, in order."""
         return tuple(self._released)
 
-    def _sensitivity(self, query: Query):
-        return query.sensitivity(self.theta)
+    def sensitivity(self, query: Query) -> Sensitivity:
+        """The query's sensitivity on this table (from theta and the distinct columns): public."""
+        self._check(query)
+        return query.sensitivity(self.theta, self.distinct)
+
+    def _answer(self, query: Query) -> np.ndarray:
+        """The query's exact answer, computed once per query (the records never change)."""
+        if query not in self.__answers:
+            self.__answers[query] = query.answer(self.__records)
+        return self.__answers[query]
 
     def _check(self, query) -> None:
         if type(query) not in QUERY_KINDS:
@@ -120,9 +136,9 @@ class PrivateTable:
         error), charged before the answer is computed; Δ₂ from the query and theta.
         """
         self._check(query)
-        sens = self._sensitivity(query)
+        sens = self.sensitivity(query)
         label = label or query.describe()
-        noisy, sigma, rho = gaussian_mechanism(lambda: query.answer(self.__records),
+        noisy, sigma, rho = gaussian_mechanism(lambda: self._answer(query),
                                                int(np.prod(query.shape(self.domain))),
                                                query.integer, sens.l2, rho, self._rng, self._ledger, label,
                                                sens.reason)
@@ -153,7 +169,7 @@ class PrivateTable:
             if np.shape(reference) != query.shape(self.domain):
                 raise ValueError(f"reference for {query.describe()} has shape {np.shape(reference)}, "
                                  f"not {query.shape(self.domain)}")
-        bounds = [w * self._sensitivity(q).l1 for q, w in zip(candidates, weights)]
+        bounds = [w * self.sensitivity(q).l1 for q, w in zip(candidates, weights)]
         sensitivity = max(bounds)
         label = label or f"selection of {k} of {len(candidates)} candidates"
         reason = (f"{label}: score i is w_i(||q_i - reference_i||_1 - penalty_i); one individual moves "
@@ -161,7 +177,7 @@ class PrivateTable:
                   f"(largest {sensitivity:.6g})")
 
         def scores() -> np.ndarray:
-            return np.array([w * (np.abs(q.answer(self.__records) - np.asarray(r, dtype=np.float64)).sum() - p)
+            return np.array([w * (np.abs(self._answer(q) - np.asarray(r, dtype=np.float64)).sum() - p)
                              for q, r, w, p in zip(candidates, references, weights, penalties)])
         chosen, rho = exponential_mechanism(scores, len(candidates), sensitivity, rho, self._rng, self._ledger,
                                             label, reason, k)

@@ -8,7 +8,11 @@ here, with its derivation and a case in tests/test_neighbours.py.
 
 Neighbouring tables differ by one individual, who has at most theta rows after
 contribution bounding.  Every derivation below bounds, over all such individuals, the
-change of the answer vector: ``l1`` and ``l2`` are its largest L1 and L2 norms.
+change of the answer vector: ``l1`` and ``l2`` are its largest L1 and L2 norms.  When the
+run declares columns in which one individual's rows never agree (``distinct``, enforced by
+bounding: at most one row per individual per combination of their codes), a query whose
+cells include those columns puts that individual's rows in different cells, so its L2
+change shrinks by sqrt(theta) (e.g. Sprint 2: at most one row per person per YEAR).
 
 Numeric columns enter threshold and sum queries through their raw values scaled to
 [0, 1] by the public range of the domain; a null in any of a query's numeric columns
@@ -55,6 +59,13 @@ class Sensitivity:
     reason: str
 
 
+def separates(attrs: tuple[str, ...], distinct: tuple[str, ...]) -> bool:
+    """Whether cells over ``attrs`` put rows that differ in ``distinct`` in different cells: true when
+    ``distinct`` (the encoded columns in which no two rows of one individual agree, after bounding) is
+    non-empty and every one of its columns is among ``attrs``."""
+    return bool(distinct) and set(distinct) <= set(attrs)
+
+
 def _check_columns(domain: Domain, attrs: tuple[str, ...], numeric: bool | None, what: str) -> None:
     unknown = [a for a in attrs if a not in domain.names]
     if unknown:
@@ -84,8 +95,13 @@ class Marginal:
         return count_marginal(records.codes[:, records.domain.indices(self.attrs)],
                               records.domain.shape(self.attrs))
 
-    def sensitivity(self, theta: int) -> Sensitivity:
-        # each row is in exactly one cell: theta rows move at most theta counts by 1, worst all in one cell
+    def sensitivity(self, theta: int, distinct: tuple[str, ...] = ()) -> Sensitivity:
+        # each row is in exactly one cell: theta rows move at most theta counts by 1, worst all in one cell;
+        # when the cells separate an individual's rows (distinct ⊆ attrs), each of theta cells moves by 1
+        if separates(self.attrs, distinct):
+            return Sensitivity(theta, math.sqrt(theta), f"{self.describe()}: one individual has at most "
+                               f"theta={theta} rows, no two alike in {' × '.join(distinct)}, which this marginal "
+                               f"includes, so they lie in distinct cells: L2 change at most sqrt({theta})")
         return Sensitivity(theta, theta, f"{self.describe()}: adding or removing one individual changes at most "
                                          f"theta={theta} rows, each in one cell, so the L2 change is at most {theta}")
 
@@ -134,9 +150,14 @@ class Thresholds:
             out[:, i, order] = np.cumsum(counts[:, :k], axis=1)
         return out.reshape(self.shape(records.domain))
 
-    def sensitivity(self, theta: int) -> Sensitivity:
+    def sensitivity(self, theta: int, distinct: tuple[str, ...] = ()) -> Sensitivity:
         # one row sits in one cell of `by` and satisfies at most r*k of that cell's (direction, threshold) pairs
         hits = len(self.directions) * len(self.thresholds)
+        if separates(self.by, distinct):
+            return Sensitivity(theta * hits, math.sqrt(theta * hits),
+                               f"{self.describe()}: one row meets at most {hits} (direction, threshold) pairs of "
+                               f"its cell, and one individual's rows (theta={theta}) lie in distinct cells (no two "
+                               f"alike in {' × '.join(distinct)}), so the L2 change is at most sqrt({theta}*{hits})")
         return Sensitivity(theta * hits, theta * math.sqrt(hits),
                            f"{self.describe()}: one row is in one cell and meets at most {hits} of its "
                            f"{len(self.directions)} directions × {len(self.thresholds)} thresholds, so one "
@@ -189,8 +210,13 @@ class LinearSums:
             l2 = float(np.sqrt((w ** 2).sum(axis=0)).sum())
         return l1, l2
 
-    def sensitivity(self, theta: int) -> Sensitivity:
+    def sensitivity(self, theta: int, distinct: tuple[str, ...] = ()) -> Sensitivity:
         l1, l2 = self.row_norms()
+        if separates(self.by, distinct):
+            return Sensitivity(theta * l1, math.sqrt(theta) * l2,
+                               f"{self.describe()}: one row adds W·x, at most {l2:.6g} in L2, to its own cell, and "
+                               f"one individual's rows (theta={theta}) lie in distinct cells (no two alike in "
+                               f"{' × '.join(distinct)}), so the L2 change is at most sqrt(theta) times that")
         return Sensitivity(theta * l1, theta * l2,
                            f"{self.describe()}: one row in one cell adds W·x with x in [0,1]^p, at most "
                            f"{l2:.6g} in L2; one individual (theta={theta} rows) at most theta times that")
@@ -223,7 +249,7 @@ class DependencyScores:
     def answer(self, records: Records) -> np.ndarray:
         return np.array([independence_gap(Marginal(pair).answer(records)) for pair in self.pairs])
 
-    def sensitivity(self, theta: int) -> Sensitivity:
+    def sensitivity(self, theta: int, distinct: tuple[str, ...] = ()) -> Sensitivity:
         # one row changes the joint counts by 1 in L1 and the product of margins over n by at most 3
         m = len(self.pairs)
         return Sensitivity(4 * theta * m, 4 * theta * math.sqrt(m),
@@ -280,8 +306,12 @@ class CellHistogram:
             out[g] = np.bincount(k[(k >= 0) & (k < bins)], minlength=bins)
         return out
 
-    def sensitivity(self, theta: int) -> Sensitivity:
+    def sensitivity(self, theta: int, distinct: tuple[str, ...] = ()) -> Sensitivity:
         # each row counts in at most one bin of its own cell
+        if separates(self.by, distinct):
+            return Sensitivity(theta, math.sqrt(theta), f"{self.describe()}: each row counts in at most one bin "
+                               f"of its own cell, and one individual's rows (theta={theta}) lie in distinct cells "
+                               f"(no two alike in {' × '.join(distinct)}): L2 change at most sqrt({theta})")
         return Sensitivity(theta, theta, f"{self.describe()}: each row counts in at most one bin, so one "
                                          f"individual (theta={theta} rows) changes the counts by at most {theta} "
                                          f"in L2")

@@ -1,0 +1,203 @@
+"""Adaptive measurement: AIM's rounds (McKenna et al. 2022) with GUM records as the model.
+
+Spends what remains of the run's budget in three steps, every one through the private table:
+
+1. cheap measurements: the group counts (the write-up's two-way share, when there are
+   groups) and every 1-way marginal, each at the first round's measuring rho;
+2. rounds: the candidates are every 1-way, 2-way and group × column marginal and the
+   3-way marginals that extend a measured pair, each at most ``max_cells`` cells.  A
+   round picks one by the exponential mechanism (``PrivateTable.select``, SELECT_SHARE of
+   the round's rho) on the score ||q(D) − q(model)||₁ − sqrt(2/π)·σ·cells, the model's
+   L1 error minus the L1 noise that measuring it would add, and measures it with the rest
+   (Gaussian); the model is then refit (consistency, then GUM warm-started from the last
+   round's records);
+3. annealing: the first round's rho is the budget over ROUNDS_PER_COLUMN × columns
+   rounds; when a measurement moves the model by less than its own expected noise, the
+   next rounds get four times the rho (half the noise sd, AIM's rule); when less than two
+   rounds' rho is left, the last round takes all of it, so the ledger sums to the budget.
+
+The model (post-processing of released values only) is a set of records over the non-group
+columns (public records when given, else independent draws from the noisy 1-way marginals),
+plus, per group, the consistent group × column counts or, for a column not measured per
+group, the group's count times the column's overall distribution.  The final records are
+drawn per group from the model's records (method/groups.py), as in the write-up.
+"""
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from lib.consistency import MAX_FIT_ITERATIONS, TOLERANCE, make_consistent
+from lib.gum import GumOptions, gum
+from lib.marginals import clip_and_normalise, count_marginal
+from lib.privacy.private_table import PrivateTable
+from lib.privacy.queries import Marginal
+from method.base import RunContext
+from method.groups import base_size, start_records
+
+log = logging.getLogger(__name__)
+
+SELECT_SHARE = 0.1      # of each round's rho: the exponential mechanism (AIM's split)
+ROUNDS_PER_COLUMN = 8  # the first round's rho is the budget over this many rounds per column (AIM: 16)
+NOISE_L1 = math.sqrt(2 / math.pi)  # E|N(0, σ²)| / σ
+ROUND_GUM = GumOptions(iterations=5, alpha=0.5, decay=0.85)  # warm-started refit each round
+ROUND_TOLERANCE = 1e-6  # consistency within rounds: agreement to a millionth of the total,
+ROUND_FIT_ITERATIONS = 50  # or this many fitting sweeps (the full fit runs once, at the end)
+MODEL_RECORDS = 100_000  # at most this many model records (fewer add sampling error to every marginal)
+
+
+@dataclass
+class Model:
+    """The released noisy marginals (merged per column set), their consistent versions, and the
+    model records over the non-group columns.  Everything here is post-processing."""
+
+    names: tuple[str, ...]
+    sizes: tuple[int, ...]
+    group_idx: tuple[int, ...]
+    records: np.ndarray | None = None
+    noisy: dict = field(default_factory=dict)        # column indices -> (values, sigma)
+    consistent: dict = field(default_factory=dict)   # column indices -> consistent values
+    total: float = 1.0
+
+    def add(self, cols: tuple[int, ...], values: np.ndarray, sigma: float) -> None:
+        """Merge a measurement into any earlier one of the same columns (inverse-variance mean)."""
+        if cols in self.noisy:
+            old, old_sigma = self.noisy[cols]
+            w_old, w_new = old_sigma ** -2, sigma ** -2
+            values = (w_old * old + w_new * values) / (w_old + w_new)
+            sigma = (w_old + w_new) ** -0.5
+        self.noisy[cols] = (values, sigma)
+
+    def refit(self, rng: np.random.Generator, options: GumOptions, boxes, final: bool = False) -> None:
+        """Consistency over every noisy marginal (cheaper within rounds, in full when ``final``), then
+        GUM on the records toward the global ones."""
+        tolerance, sweeps = (TOLERANCE, MAX_FIT_ITERATIONS) if final else (ROUND_TOLERANCE, ROUND_FIT_ITERATIONS)
+        keys = list(self.noisy)
+        consistent = make_consistent([(tuple(self.names[j] for j in cols), *self.noisy[cols]) for cols in keys],
+                                     tolerance=tolerance, fit_iterations=sweeps)
+        self.consistent = dict(zip(keys, consistent))
+        self.total = float(consistent[0].sum())
+        self.records = gum(self.records, self.sizes, self.global_targets(), rng, options, boxes)
+
+    def global_targets(self) -> list[tuple[tuple[int, ...], np.ndarray]]:
+        """The consistent marginals without group columns."""
+        return [(cols, v) for cols, v in self.consistent.items() if cols and not set(cols) & set(self.group_idx)]
+
+    def per_group(self, j: int) -> np.ndarray:
+        """Groups × values of column j: the consistent group × j counts when measured, else each
+        group's count times j's overall distribution."""
+        cols = self.group_idx + (j,)
+        if cols in self.consistent:
+            return self.consistent[cols].reshape(-1, self.sizes[j])
+        counts = self.consistent[self.group_idx].ravel()
+        return np.outer(counts, clip_and_normalise(self.consistent[(j,)]))
+
+    def answer(self, cols: tuple[int, ...]) -> np.ndarray:
+        """The model's answer to the marginal over ``cols`` (scaled to the model's total)."""
+        if self.group_idx and cols[:len(self.group_idx)] == self.group_idx:
+            return self.per_group(cols[-1]).reshape(tuple(self.sizes[c] for c in cols))
+        shape = tuple(self.sizes[c] for c in cols)
+        return count_marginal(self.records[:, list(cols)], shape) * (self.total / max(len(self.records), 1))
+
+
+def measure_adaptively(private: PrivateTable, public_codes: np.ndarray | None, ctx: RunContext,
+                       group_idx: list[int], other_idx: list[int], group_rho: float, max_cells: int,
+                       rounds_per_column: int = ROUNDS_PER_COLUMN, earlier: tuple = ()) -> Model:
+    """The fitted model after spending exactly what remains of the run's budget (module doc).
+
+    ``earlier``: (column indices, noisy values, sigma) already measured (a noisy total), kept in
+    the model.  Privacy cost: ``private.remaining`` at the call, all of it: ``group_rho`` on
+    the group counts (when there are groups), the rest on 1-way marginals and the rounds'
+    selections and measurements.
+    """
+    names, sizes = ctx.domain.names, ctx.domain.sizes
+    model = Model(names, sizes, tuple(group_idx))
+    for cols, values, sigma in earlier:
+        model.add(tuple(cols), values, sigma)
+    if group_idx:
+        m = private.measure(Marginal(tuple(names[j] for j in group_idx)),
+                            group_rho if other_idx else private.remaining,
+                            f"group counts ({' × '.join(names[j] for j in group_idx)})")
+        model.add(tuple(group_idx), m.noisy, m.sigma)
+    elif not other_idx:
+        m = private.measure(Marginal(()), private.remaining, "number of rows")
+        model.add((), m.noisy.reshape(()), m.sigma)
+    rho_round = private.remaining / (rounds_per_column * max(len(other_idx), 1))
+    for j in other_idx:
+        m = private.measure(Marginal((names[j],)), (1 - SELECT_SHARE) * rho_round)
+        model.add((j,), m.noisy, m.sigma)
+    model.consistent = dict(zip(model.noisy, make_consistent(
+        [(tuple(names[j] for j in cols), *model.noisy[cols]) for cols in model.noisy])))
+    model.total = float(next(iter(model.consistent.values())).sum())
+    if not other_idx:
+        return model
+    model.records = start_records(public_codes, other_idx, model.global_targets(),
+                                  base_size(model.total, MODEL_RECORDS), sizes, ctx.rng)
+    model.refit(ctx.rng, GumOptions(), ctx.boxes)
+    log.info("adaptive: group counts and %d 1-way marginals measured (noise sd %.3g per cell); rounds start at "
+             "rho %.3g each", len(other_idx), model.noisy[(other_idx[0],)][1], rho_round)
+    chosen = _rounds(private, ctx, model, other_idx, max_cells, rho_round)
+    log.info("adaptive: %d rounds measured %s", len(chosen), ", ".join(chosen) or "nothing")
+    model.refit(ctx.rng, GumOptions(), ctx.boxes, final=True)
+    return model
+
+
+def _rounds(private: PrivateTable, ctx: RunContext, model: Model, other_idx: list[int], max_cells: int,
+            rho_round: float) -> list[str]:
+    """AIM's rounds until the budget is spent; returns what each round measured, in words."""
+    names = model.names
+    chosen: list[str] = []
+    while private.remaining > 0:
+        last = private.remaining <= 2 * rho_round * (1 + 1e-9)
+        if last:
+            rho_round = private.remaining
+        rho_select = SELECT_SHARE * rho_round
+        rho_measure = rho_round - rho_select
+        candidates = _candidates(model, other_idx, max_cells)
+        queries = [Marginal(tuple(names[j] for j in cols)) for cols in candidates]
+        references = [model.answer(cols) for cols in candidates]
+        sigmas = np.array([private.sensitivity(q).l2 for q in queries]) / math.sqrt(2 * rho_measure)
+        cells = np.array([r.size for r in references])
+        penalties = NOISE_L1 * sigmas * cells
+        round_no = len(chosen) + 1
+        pick = private.select(queries, references, rho_select, penalties=penalties,
+                              label=f"adaptive round {round_no}: choice of 1 of {len(queries)} marginals").chosen[0]
+        cols, query = candidates[pick], queries[pick]
+        measured = private.measure(query, private.remaining if last else rho_measure,
+                                   f"adaptive round {round_no}: {query.describe()}")
+        before = references[pick]
+        error = float(np.abs(measured.noisy - before).sum())  # public: noisy answer against the model
+        model.add(cols, measured.noisy, measured.sigma)
+        model.refit(ctx.rng, ROUND_GUM, ctx.boxes)
+        moved = float(np.abs(model.answer(cols) - before).sum())
+        expected_noise = NOISE_L1 * measured.sigma * cells[pick]
+        what = " × ".join(query.attrs)
+        chosen.append(what)
+        log.debug("adaptive round %d: chose %s (noisy L1 error %.4g vs expected noise %.4g over %d cells), "
+                  "rho %.3g (noise sd %.3g); the model moved %.4g", round_no, what, error, expected_noise,
+                  cells[pick], rho_round, measured.sigma, moved)
+        if last:
+            break
+        if moved <= expected_noise:
+            rho_round = min(4 * rho_round, private.remaining)
+            log.debug("adaptive: the model moved less than the noise; rounds now spend rho %.3g", rho_round)
+    return chosen
+
+
+def _candidates(model: Model, other_idx: list[int], max_cells: int) -> list[tuple[int, ...]]:
+    """Column sets the next round may measure (module doc), each at most ``max_cells`` cells,
+    in a fixed order (group × column last)."""
+    sizes = model.sizes
+    out = [(j,) for j in other_idx if sizes[j] > 1]
+    out += [p for p in itertools.combinations(other_idx, 2) if sizes[p[0]] * sizes[p[1]] <= max_cells]
+    pairs = [c for c in model.noisy if len(c) == 2 and not set(c) & set(model.group_idx)]
+    triples = {tuple(sorted(p + (k,))) for p in pairs for k in other_idx if k not in p}
+    out += sorted(t for t in triples if math.prod(sizes[j] for j in t) <= max_cells)
+    if model.group_idx:
+        groups = math.prod(sizes[g] for g in model.group_idx)
+        out += [model.group_idx + (j,) for j in other_idx if sizes[j] > 1 and groups * sizes[j] <= max_cells]
+    return out

@@ -1,0 +1,145 @@
+"""Adaptive measurement (method/adaptive.py), the planner's choice of it, and sensitivity from
+columns declared distinct per individual."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from api import release
+from dataloader.encoding import Encoder
+from dataloader.schema import SchemaError, parse_schema
+from method.adaptive import SELECT_SHARE, Model
+from method.planner import ADAPTIVE, ONE_WAY, PUBLIC, TWO_WAY, TWO_WAY_NOISE, make_plan, pair_noise
+from tests.conftest import run_method
+
+ROOT = Path(__file__).resolve().parent.parent
+SCHEMA = parse_schema({"runs": [{"epsilon": 1, "delta": 1e-9, "max_records": 10_000, "max_records_per_individual": 1}],
+                       "schema": {"G": {"dtype": "str", "values": ["a", "b", "c"]},
+                                  "X": {"dtype": "int", "values": [0, 1, 2, 3]},
+                                  "Y": {"dtype": "int", "values": [0, 1]},
+                                  "Z": {"dtype": "int", "values": [0, 1, 2]}}})
+
+
+def correlated(n: int = 4000, seed: int = 0) -> np.ndarray:
+    """G, X, Y, Z codes with Y a noisy copy of X's parity and Z of G: pairs worth measuring."""
+    rng = np.random.default_rng(seed)
+    g, x = rng.integers(0, 3, n), rng.integers(0, 4, n)
+    y = np.where(rng.random(n) < 0.9, x % 2, rng.integers(0, 2, n))
+    z = np.where(rng.random(n) < 0.8, g, rng.integers(0, 3, n))
+    return np.column_stack([g, x, y, z]).astype(np.int32)
+
+
+@pytest.mark.parametrize("groups", [("G",), ()])
+@pytest.mark.parametrize("epsilon", [0.3, 3.0])
+def test_adaptive_rounds_spend_exactly_the_budget_and_record_every_choice(groups, epsilon):
+    encoder = Encoder.fit(SCHEMA)
+    out, ledger = run_method("dpsyn", encoder, correlated(), theta=2, epsilon=epsilon, groups=groups, seed=3,
+                             regime="adaptive")
+    assert sum(c.rho for c in ledger.charges) == pytest.approx(ledger.budget, rel=1e-9)
+    assert ledger.spent <= ledger.budget * (1 + 1e-12)
+    selections = [c for c in ledger.charges if c.mechanism.startswith("exponential mechanism")]
+    rounds = [c for c in ledger.charges if c.step.startswith("adaptive round") and c not in selections]
+    assert selections and len(selections) == len(rounds)  # each round: one choice, then one measurement
+    for chosen, measured in zip(selections, rounds[:-1]):
+        assert chosen.rho == pytest.approx(SELECT_SHARE / (1 - SELECT_SHARE) * measured.rho, rel=1e-9)
+    assert all(2 <= c.sensitivity <= 2 * (1 + 2 ** -10) for c in ledger.charges)  # theta = 2
+    assert ((out >= 0) & (out < np.array(encoder.sizes))).all()
+    assert abs(len(out) - 4000) < 800
+
+
+def test_adaptive_is_deterministic_under_a_seed_and_learns_the_dependence():
+    encoder = Encoder.fit(SCHEMA)
+    first, _ = run_method("dpsyn", encoder, correlated(), epsilon=3.0, seed=5, regime="adaptive")
+    second, _ = run_method("dpsyn", encoder, correlated(), epsilon=3.0, seed=5, regime="adaptive")
+    assert np.array_equal(first, second)
+    parity = np.mean(first[:, 2] == first[:, 1] % 2)  # 0.95 in the private data, 0.5 if independent
+    assert parity > 0.85
+
+
+def test_the_model_merges_repeated_measurements_by_inverse_variance():
+    model = Model(("A",), (2,), ())
+    model.add((0,), np.array([10.0, 0.0]), 1.0)
+    model.add((0,), np.array([0.0, 10.0]), 2.0)
+    values, sigma = model.noisy[(0,)]
+    assert np.allclose(values, [8.0, 2.0]) and sigma == pytest.approx((1 + 0.25) ** -0.5)
+
+
+def test_the_planner_measures_every_pair_only_when_that_is_cheap():
+    cells, rows = (400, 400, 400), 5000
+    cheap = pair_noise(10.0, 1, rows, cells)
+    dear = pair_noise(0.001, 1, rows, cells)
+    assert cheap < TWO_WAY_NOISE < dear
+    # eps = 5, theta = 1, 5,000 rows: the write-up picks two-way; the noise of all pairs decides
+    assert make_plan(5.0, 1, rows, False, False, rho=10.0, pair_cells=cells).regime == TWO_WAY
+    assert make_plan(5.0, 1, rows, False, False, rho=0.001, pair_cells=cells).regime == ADAPTIVE
+    assert make_plan(5.0, 1, rows, False, False).regime == TWO_WAY  # the write-up alone
+    assert make_plan(1.0, 1, rows, False, False).regime == ONE_WAY
+    assert make_plan(1.0, 1, rows, False, False, rho=0.001, pair_cells=cells).regime == ADAPTIVE
+    # where the write-up keeps to public marginals, so does the planner
+    assert make_plan(0.01, 1, rows, True, True, rho=0.001, pair_cells=cells).regime == PUBLIC
+    plan = make_plan(5.0, 1, rows, True, False, rho=0.001, pair_cells=cells)
+    assert plan.regime == ADAPTIVE
+    assert plan.group_share == make_plan(5.0, 1, rows, True, False, TWO_WAY).group_share
+
+
+def per_person_table(people: int = 300, seed: int = 0) -> pd.DataFrame:
+    """Individuals with up to three rows, some of them twice in one year."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for person in range(people):
+        for _ in range(rng.integers(1, 4)):
+            rows.append({"pid": f"p{person}", "YEAR": int(rng.integers(2018, 2020)),
+                         "X": int(rng.integers(0, 3))})
+    return pd.DataFrame(rows)
+
+
+def distinct_params(theta: int = 3, distinct=("YEAR",)) -> dict:
+    return {"runs": [{"epsilon": 1.0, "delta": 1e-9, "max_records": 10_000, "max_records_per_individual": theta}],
+            "schema": {"YEAR": {"values": [2018, 2019]}, "X": {"values": [0, 1, 2]}},
+            "distinct_per_individual": list(distinct)}
+
+
+def test_declared_distinct_columns_give_sqrt_theta_to_marginals_over_them():
+    (run,) = release(per_person_table(), distinct_params(), method="dpsyn", seed=0, id_column="pid",
+                     group_columns=("YEAR",))
+    by_step = {c.step: c for c in run.ledger.charges}
+    assert by_step["group counts (YEAR)"].sensitivity == pytest.approx(np.sqrt(3))
+    assert "distinct cells" in by_step["group counts (YEAR)"].sensitivity_reason
+    others = [c for c in run.ledger.charges if "YEAR" not in c.step]
+    assert others and all(c.sensitivity >= 3 for c in others)
+    (plain,) = release(per_person_table(), distinct_params(), method="dpsyn", seed=0, id_column="pid",
+                       group_columns=("YEAR",), distinct_per_individual=())
+    assert {c.sensitivity for c in plain.ledger.charges} >= {3}
+    assert all(c.sensitivity >= 3 for c in plain.ledger.charges)
+
+
+@pytest.mark.parametrize("distinct, message", [(["ZIP"], "'ZIP' is not a schema column"),
+                                               (["X", "X"], "named twice"), ("YEAR", "must be a list")])
+def test_a_bad_distinct_declaration_is_one_line(distinct, message):
+    params = distinct_params()
+    params["distinct_per_individual"] = distinct
+    with pytest.raises(SchemaError) as err:
+        parse_schema(params)
+    assert len(err.value.problems) == 1 and message in err.value.problems[0]
+
+
+def test_a_numeric_distinct_column_on_the_command_line_exits_2_and_writes_nothing(tmp_path):
+    params = json.loads((ROOT / "parameters.json").read_text())
+    (tmp_path / "p.json").write_text(json.dumps(params))
+    proc = subprocess.run([sys.executable, "main.py", "--params", tmp_path / "p.json", "--private",
+                           ROOT / "data/demo/private.csv", "--output", tmp_path / "out.csv",
+                           "--distinct-per-individual", "AGEP"], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert "AGEP must be a categorical column" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert list(tmp_path.iterdir()) == [tmp_path / "p.json"]
+
+
+def test_the_adaptive_regime_keeps_the_group_share_of_the_regime_it_replaces():
+    cells, rows = (400, 400, 400), 5000
+    one_way = make_plan(1.0, 1, rows, True, False, rho=0.001, pair_cells=cells)
+    assert one_way.regime == ADAPTIVE
+    assert one_way.group_share == make_plan(1.0, 1, rows, True, False).group_share  # the write-up's one-way
