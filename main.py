@@ -73,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     syn.add_argument("--distinct-per-individual", default=None, metavar="COLUMNS",
                      help="comma-separated categorical columns in which no two rows of one individual agree "
                           "(Sprint 2: YEAR); bounding keeps one row per individual per value, and marginals that "
-                          "include them get sqrt(theta) less noise; default: the parameters' "
+                          "include them get L2 sensitivity sqrt(theta) instead of theta; default: the parameters' "
                           "distinct_per_individual; 'none' for none")
     syn.add_argument("--show-private-counts", action="store_true",
                      help="say how many private rows had values outside the schema (exact private counts: the "

@@ -72,15 +72,19 @@ class Model:
             sigma = (w_old + w_new) ** -0.5
         self.noisy[cols] = (values, sigma)
 
-    def refit(self, rng: np.random.Generator, options: GumOptions, boxes, final: bool = False) -> None:
-        """Consistency over every noisy marginal (cheaper within rounds, in full when ``final``), then
-        GUM on the records toward the global ones."""
+    def fit_marginals(self, final: bool) -> None:
+        """Consistent versions of every noisy marginal and their common total (cheaper within rounds,
+        in full when ``final``)."""
         tolerance, sweeps = (TOLERANCE, MAX_FIT_ITERATIONS) if final else (ROUND_TOLERANCE, ROUND_FIT_ITERATIONS)
         keys = list(self.noisy)
         consistent = make_consistent([(tuple(self.names[j] for j in cols), *self.noisy[cols]) for cols in keys],
                                      tolerance=tolerance, fit_iterations=sweeps)
         self.consistent = dict(zip(keys, consistent))
         self.total = float(consistent[0].sum())
+
+    def refit(self, rng: np.random.Generator, options: GumOptions, boxes, final: bool = False) -> None:
+        """``fit_marginals``, then GUM on the records toward the global consistent marginals."""
+        self.fit_marginals(final)
         self.records = gum(self.records, self.sizes, self.global_targets(), rng, options, boxes)
 
     def global_targets(self) -> list[tuple[tuple[int, ...], np.ndarray]]:
@@ -130,14 +134,12 @@ def measure_adaptively(private: PrivateTable, public_codes: np.ndarray | None, c
     for j in other_idx:
         m = private.measure(Marginal((names[j],)), (1 - SELECT_SHARE) * rho_round)
         model.add((j,), m.noisy, m.sigma)
-    model.consistent = dict(zip(model.noisy, make_consistent(
-        [(tuple(names[j] for j in cols), *model.noisy[cols]) for cols in model.noisy])))
-    model.total = float(next(iter(model.consistent.values())).sum())
+    model.fit_marginals(final=not other_idx)
     if not other_idx:
         return model
     model.records = start_records(public_codes, other_idx, model.global_targets(),
                                   base_size(model.total, MODEL_RECORDS), sizes, ctx.rng)
-    model.refit(ctx.rng, GumOptions(), ctx.boxes)
+    model.records = gum(model.records, sizes, model.global_targets(), ctx.rng, boxes=ctx.boxes)
     log.info("adaptive: group counts and %d 1-way marginals measured (noise sd %.3g per cell); rounds start at "
              "rho %.3g each", len(other_idx), model.noisy[(other_idx[0],)][1], rho_round)
     chosen = _rounds(private, ctx, model, other_idx, max_cells, rho_round)

@@ -113,7 +113,6 @@ def test_declared_distinct_columns_give_sqrt_theta_to_marginals_over_them():
     assert others and all(c.sensitivity >= 3 for c in others)
     (plain,) = release(per_person_table(), distinct_params(), method="dpsyn", seed=0, id_column="pid",
                        group_columns=("YEAR",), distinct_per_individual=())
-    assert {c.sensitivity for c in plain.ledger.charges} >= {3}
     assert all(c.sensitivity >= 3 for c in plain.ledger.charges)
 
 

@@ -66,6 +66,22 @@ def separates(attrs: tuple[str, ...], distinct: tuple[str, ...]) -> bool:
     return bool(distinct) and set(distinct) <= set(attrs)
 
 
+def per_row(what: str, row_l1: float, row_l2: float, row_reason: str, theta: int, cells: tuple[str, ...],
+            distinct: tuple[str, ...]) -> Sensitivity:
+    """Sensitivity of an answer that adds up per-row contributions, each at most ``row_l1`` / ``row_l2``
+    and confined to the row's own cell of ``cells``: one individual's theta rows change it by theta
+    times that, or, when ``cells`` separate those rows (``separates``), by sqrt(theta) times in L2,
+    their contributions landing in disjoint coordinates."""
+    if separates(cells, distinct):
+        return Sensitivity(theta * row_l1, math.sqrt(theta) * row_l2,
+                           f"{what}: {row_reason}; one individual's rows (theta={theta}) lie in distinct cells "
+                           f"(no two alike in {' × '.join(distinct)}), so the L2 change is at most sqrt({theta}) "
+                           f"times that")
+    return Sensitivity(theta * row_l1, theta * row_l2,
+                       f"{what}: {row_reason}; one individual (theta={theta} rows) changes it by at most theta "
+                       f"times that, {theta * row_l2:.6g} in L2")
+
+
 def _check_columns(domain: Domain, attrs: tuple[str, ...], numeric: bool | None, what: str) -> None:
     unknown = [a for a in attrs if a not in domain.names]
     if unknown:
@@ -96,14 +112,8 @@ class Marginal:
                               records.domain.shape(self.attrs))
 
     def sensitivity(self, theta: int, distinct: tuple[str, ...] = ()) -> Sensitivity:
-        # each row is in exactly one cell: theta rows move at most theta counts by 1, worst all in one cell;
-        # when the cells separate an individual's rows (distinct ⊆ attrs), each of theta cells moves by 1
-        if separates(self.attrs, distinct):
-            return Sensitivity(theta, math.sqrt(theta), f"{self.describe()}: one individual has at most "
-                               f"theta={theta} rows, no two alike in {' × '.join(distinct)}, which this marginal "
-                               f"includes, so they lie in distinct cells: L2 change at most sqrt({theta})")
-        return Sensitivity(theta, theta, f"{self.describe()}: adding or removing one individual changes at most "
-                                         f"theta={theta} rows, each in one cell, so the L2 change is at most {theta}")
+        return per_row(self.describe(), 1, 1, "each row is in exactly one cell, changing one count by 1", theta,
+                       self.attrs, distinct)
 
     def describe(self) -> str:
         return f"{len(self.attrs)}-way marginal " + " × ".join(self.attrs) if self.attrs else "number of rows"
@@ -153,15 +163,10 @@ class Thresholds:
     def sensitivity(self, theta: int, distinct: tuple[str, ...] = ()) -> Sensitivity:
         # one row sits in one cell of `by` and satisfies at most r*k of that cell's (direction, threshold) pairs
         hits = len(self.directions) * len(self.thresholds)
-        if separates(self.by, distinct):
-            return Sensitivity(theta * hits, math.sqrt(theta * hits),
-                               f"{self.describe()}: one row meets at most {hits} (direction, threshold) pairs of "
-                               f"its cell, and one individual's rows (theta={theta}) lie in distinct cells (no two "
-                               f"alike in {' × '.join(distinct)}), so the L2 change is at most sqrt({theta}*{hits})")
-        return Sensitivity(theta * hits, theta * math.sqrt(hits),
-                           f"{self.describe()}: one row is in one cell and meets at most {hits} of its "
-                           f"{len(self.directions)} directions × {len(self.thresholds)} thresholds, so one "
-                           f"individual (theta={theta} rows) changes the counts by at most theta*sqrt({hits}) in L2")
+        return per_row(self.describe(), hits, math.sqrt(hits),
+                       f"one row is in one cell and meets at most {hits} of its {len(self.directions)} directions "
+                       f"× {len(self.thresholds)} thresholds, changing counts by sqrt({hits}) in L2", theta, self.by,
+                       distinct)
 
     def describe(self) -> str:
         by = f" by {' × '.join(self.by)}" if self.by else ""
@@ -212,14 +217,8 @@ class LinearSums:
 
     def sensitivity(self, theta: int, distinct: tuple[str, ...] = ()) -> Sensitivity:
         l1, l2 = self.row_norms()
-        if separates(self.by, distinct):
-            return Sensitivity(theta * l1, math.sqrt(theta) * l2,
-                               f"{self.describe()}: one row adds W·x, at most {l2:.6g} in L2, to its own cell, and "
-                               f"one individual's rows (theta={theta}) lie in distinct cells (no two alike in "
-                               f"{' × '.join(distinct)}), so the L2 change is at most sqrt(theta) times that")
-        return Sensitivity(theta * l1, theta * l2,
-                           f"{self.describe()}: one row in one cell adds W·x with x in [0,1]^p, at most "
-                           f"{l2:.6g} in L2; one individual (theta={theta} rows) at most theta times that")
+        return per_row(self.describe(), l1, l2, f"one row in one cell adds W·x with x in [0,1]^p, at most {l2:.6g} "
+                       f"in L2", theta, self.by, distinct)
 
     def describe(self) -> str:
         by = f" by {' × '.join(self.by)}" if self.by else ""
@@ -307,14 +306,8 @@ class CellHistogram:
         return out
 
     def sensitivity(self, theta: int, distinct: tuple[str, ...] = ()) -> Sensitivity:
-        # each row counts in at most one bin of its own cell
-        if separates(self.by, distinct):
-            return Sensitivity(theta, math.sqrt(theta), f"{self.describe()}: each row counts in at most one bin "
-                               f"of its own cell, and one individual's rows (theta={theta}) lie in distinct cells "
-                               f"(no two alike in {' × '.join(distinct)}): L2 change at most sqrt({theta})")
-        return Sensitivity(theta, theta, f"{self.describe()}: each row counts in at most one bin, so one "
-                                         f"individual (theta={theta} rows) changes the counts by at most {theta} "
-                                         f"in L2")
+        return per_row(self.describe(), 1, 1, "each row counts in at most one bin of its own cell", theta, self.by,
+                       distinct)
 
     def describe(self) -> str:
         return f"histogram of {self.column} per cell of {' × '.join(self.by)} ({len(self.edges[0]) - 1} bins each)"
