@@ -118,6 +118,9 @@ def release(private: pd.DataFrame | str | Path, params: Mapping | str | Path | S
         else load_schema(params)
     spec = _method(method)
     method_options = spec.make_options(options)
+    problems = spec.check(method_options, schema) if spec.check is not None else []
+    if problems:
+        raise OptionError(problems)
     groups = _check_settings(schema, group_columns, id_column, jobs, on_invalid, bins)
     distinct = _distinct(schema, distinct_per_individual)
     if output is not None:
@@ -295,6 +298,9 @@ def synthesize_run(table: EncodedTable, encoder: Encoder, public: PublicData | N
     result = spec.synthesize(private, public, ctx, options)
     with ctx.timed("structure"):
         codes, raw = np.array(result.codes, dtype=np.int32, copy=True), dict(result.raw)
+        for column in raw:  # values synthesized without bins: on the column's grid, then their bins
+            raw[column] = encoder.coder(column).snap(raw[column])
+            codes[:, domain.index(column)] = encoder.coder(column).encode(raw[column])
         for column, (within, values) in group_values.items():
             cells = cell_index(codes[:, domain.indices(within)], domain.shape(within))
             raw[column] = values[cells]
@@ -302,6 +308,12 @@ def synthesize_run(table: EncodedTable, encoder: Encoder, public: PublicData | N
         codes = finish(codes, domain, group_columns, structure.boxes, structure.derivations,
                        structure.null_links, structure.group_level, private.released, ctx.rng,
                        fixed=tuple(group_values))
+        for column in set(result.raw) - set(group_values):  # a value whose bin finishing changed: drawn anew
+            coder, j = encoder.coder(column), domain.index(column)
+            moved = coder.encode(raw[column]) != codes[:, j]
+            if moved.any():
+                raw[column] = raw[column].copy()
+                raw[column][moved] = coder.decode(codes[moved, j], ctx.rng)
     return RunOutput(SynthesisResult(codes, raw), ledger, private.released, {"bounding": bounding, **ctx.timings})
 
 

@@ -9,8 +9,9 @@ decoding), so wall time is that whole call on the in-memory table; peak memory i
 process's largest resident set (it includes the loaded dataset).  The table is scored
 with the ``score`` command's code (evaluation/scoring.py) against the real table:
 Sprint-2 score (per group when the dataset has groups), mean 1/2/3-way TVD (100 random
-3-way marginals) and, with a target, the accuracy of a logistic regression trained on
-the synthetic table and tested on held-out real rows.  Means over seeds.
+3-way marginals), the raw-value errors of evaluation/mixed.py (mixed marginals; linear
+thresholds with a target) and, with a target, the accuracy and macro F1 of a logistic
+regression trained on the synthetic table and tested on held-out real rows.  Means over seeds.
 
 Peers (``--methods mst aim``, bench/peers.py, after ``pip install -r requirements-bench.txt``):
 private-pgm's MST and AIM on the same integer codes (encoded as the release encodes
@@ -23,6 +24,9 @@ Datasets:
   schema dropped, as ./run.sh does);
 * adult: ../shared/data/adult_privatepgm, 14 integer-coded columns (domain from its
   json), no groups, no public file, delta 1e-9, target income>50K;
+* adult_raw: ../shared/data/uci_adult/adult.data as published (32,561 rows; age, fnlwgt,
+  education-num, capital-gain, capital-loss, hours-per-week numeric with their documented
+  ranges), no groups, no public file, delta 1e-9, target income;
 * ct_drug_deaths: ../shared/data/ct_drug_deaths (DPSyn's preprocessed file, ID
   dropped), groups Date (year), delta 1e-9, target Fentanyl.  Its category sets are
   taken from the file itself (the benchmark convention of private-pgm's domain files;
@@ -60,7 +64,8 @@ from evaluation.scoring import EvaluationOptions, Evaluator  # noqa: E402
 
 SHARED = ROOT.parent / "shared" / "data"
 VARIANTS = {"histogram": ("histogram", {}), "dpsyn": ("dpsyn", {}), "dpsyn-select": ("dpsyn", {"marginals": "select"}),
-            "dpsyn-writeup": ("dpsyn", {"planner": "write-up"}), "dpsyn-adaptive": ("dpsyn", {"regime": "adaptive"})}
+            "dpsyn-writeup": ("dpsyn", {"planner": "write-up"}), "dpsyn-adaptive": ("dpsyn", {"regime": "adaptive"}),
+            "rap": ("rap", {})}  # rap also gets the dataset's target (--target)
 PEERS = ("mst", "aim")  # bench/peers.py; needs requirements-bench.txt
 
 
@@ -113,6 +118,24 @@ def adult() -> Dataset:
                    (), 1e-9, "income>50K")
 
 
+ADULT_COLUMNS = ("age", "workclass", "fnlwgt", "education", "education-num", "marital-status", "occupation",
+                 "relationship", "race", "sex", "capital-gain", "capital-loss", "hours-per-week", "native-country",
+                 "income")
+ADULT_RANGES = {"age": (17, 90), "fnlwgt": (12285, 1484705), "education-num": (1, 16), "capital-gain": (0, 99999),
+                "capital-loss": (0, 4356), "hours-per-week": (1, 99)}  # ../shared/data/uci_adult/SOURCE.md
+
+
+def adult_raw() -> Dataset:
+    """UCI Adult as published (adult.data, 32,561 rows): six integer numeric columns with the documented
+    ranges, category sets from the file (private-pgm's convention), no groups, delta 1e-9, target income."""
+    text = pd.read_csv(SHARED / "uci_adult" / "adult.data", header=None, names=list(ADULT_COLUMNS), dtype=str,
+                       skipinitialspace=True, keep_default_na=False).dropna()
+    text = text[text["income"] != ""].reset_index(drop=True)
+    schema = {c: ({"dtype": "int", "min": ADULT_RANGES[c][0], "max": ADULT_RANGES[c][1]} if c in ADULT_RANGES
+                  else {"dtype": "str", "values": sorted(text[c].unique())}) for c in ADULT_COLUMNS}
+    return Dataset("adult_raw", schema, text, None, (), 1e-9, "income")
+
+
 def ct_drug_deaths() -> Dataset:
     text = pd.read_csv(SHARED / "ct_drug_deaths" / "accidential_drug_deaths_dpsyn_preprocessed.csv", dtype=str,
                        keep_default_na=False).drop(columns="ID")
@@ -154,8 +177,8 @@ def sprint2(rows: int = 100_000) -> Dataset:
                    "clip", "sim_individual_id", 7, ("YEAR",))
 
 
-DATASETS = {"demo": demo, "adult": adult, "ct_drug_deaths": ct_drug_deaths, "acs_split": acs_split,
-            "sprint2": sprint2}
+DATASETS = {"demo": demo, "adult": adult, "adult_raw": adult_raw, "ct_drug_deaths": ct_drug_deaths,
+            "acs_split": acs_split, "sprint2": sprint2}
 _DATA: Dataset | None = None  # the dataset of the current batch, inherited by forked runs
 
 
@@ -176,6 +199,8 @@ def _one_run(args) -> tuple[pd.DataFrame, float, float]:
         table = encoder.decode(out, np.random.default_rng(seed))
     else:
         method, options = VARIANTS[variant]
+        if method == "rap" and data.target is not None:
+            options = {**options, "target": data.target}
         (run,) = release(data.private, data.params(eps), data.public, method, options, seed=seed,
                          group_columns=data.groups, on_invalid=data.on_invalid, id_column=data.id_column)
         seconds, table = time.perf_counter() - start, run.table
@@ -195,8 +220,9 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "run_bench.md")
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)  # every run is seeded on purpose: no per-run warning
-    lines = ["| dataset | method | eps | Sprint-2 score | TVD 1-way | TVD 2-way | TVD 3-way | accuracy (synthetic-"
-             "trained; real-trained) | wall s | peak MB |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| dataset | method | eps | Sprint-2 score | TVD 1-way | TVD 2-way | TVD 3-way | mixed-marginal error | "
+             "linear-threshold error | accuracy (synthetic-trained; real-trained) | macro F1 (synthetic-trained; "
+             "real-trained) | wall s | peak MB |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     print("\n".join(lines), flush=True)
     ctx = multiprocessing.get_context("fork")
     for name in args.datasets:
@@ -213,11 +239,14 @@ def main() -> None:
                     u = run.get("utility", {})
                     rows.append([run.get("sprint2_score", np.nan)] + [run["tvd"][k]["mean"] for k in
                                                                       ("1-way", "2-way", "3-way")]
-                                + [u.get("trained_on_synthetic", {}).get("accuracy", np.nan),
-                                   u.get("trained_on_real", {}).get("accuracy", np.nan), seconds, peak])
+                                + [run.get(k, {}).get("mean", np.nan) for k in ("mixed_marginals",
+                                                                                "linear_thresholds")]
+                                + [u.get(side, {}).get(k, np.nan) for k in ("accuracy", "macro_f1")
+                                   for side in ("trained_on_synthetic", "trained_on_real")] + [seconds, peak])
                 m = np.mean(rows, axis=0)
                 line = (f"| {name} | {variant} | {eps:g} | {m[0]:.1f} | {m[1]:.4f} | {m[2]:.4f} | {m[3]:.4f} | "
-                        f"{m[4]:.3f}; {m[5]:.3f} | {m[6]:.1f} | {m[7]:.0f} |")
+                        f"{m[4]:.4f} | {m[5]:.4f} | {m[6]:.3f}; {m[7]:.3f} | {m[8]:.3f}; {m[9]:.3f} | {m[10]:.1f} | "
+                        f"{m[11]:.0f} |")
                 lines.append(line)
                 print(line, flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)

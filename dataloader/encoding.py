@@ -107,6 +107,11 @@ class ColumnCoder:
         k = k_lo + np.floor(rng.random(len(lo)) * np.maximum(k_hi - k_lo + 1, 1))
         return np.where(ok, on_grid(k * step, self.precision), hi)
 
+    def snap(self, values) -> np.ndarray:
+        """Raw values of a numeric column clipped to its range and rounded to its grid (NaN stays NaN)."""
+        return on_grid(np.clip(np.asarray(values, dtype=np.float64), self.column.low, self.column.high),
+                       self.precision)
+
     def first_value(self, b: int) -> float:
         """The smallest value bin ``b`` can decode to (on the grid when there is one)."""
         lo, hi = self.edges[b], self.edges[b + 1]
@@ -232,8 +237,9 @@ class Encoder:
     @property
     def domain(self) -> Domain:
         """The public domain methods see: names, code counts, numeric columns' clip ranges."""
-        return Domain(tuple(self.names), self.sizes,
-                      {c.column.name: (c.column.low, c.column.high) for c in self.coders if c.categories is None})
+        numeric = [c.column for c in self.coders if c.categories is None]
+        return Domain(tuple(self.names), self.sizes, {c.name: (c.low, c.high) for c in numeric},
+                      frozenset(c.name for c in numeric if c.null is not None))
 
     def coder(self, name: str) -> ColumnCoder:
         return self.coders[self.names.index(name)]
@@ -257,8 +263,7 @@ class Encoder:
         for j, c in enumerate(self.coders):
             col = c.column
             if col.name in raw:
-                values = np.clip(np.asarray(raw[col.name], dtype=np.float64), col.low, col.high)
-                values = on_grid(values, c.precision)
+                values = c.snap(raw[col.name])
             else:
                 values = c.decode(codes[:, j], rng)
             out[col.name] = pd.array(values, dtype="Int64") if c.categories is None and col.integral else values

@@ -6,8 +6,10 @@ numbers are differentially private: every result carries WARNING.
 Per epsilon: the Sprint-2 k-marginal score (evaluation/metrics.k_marginal_score on the bins
 of evaluation/binning.py, 50 pairs of the sorted non-group columns drawn with
 RandomState(123456)); the workload errors (mean and max TVD over all 1-way and 2-way
-and N random 3-way marginals of the non-group columns); and, with a target column,
-classifier utility (evaluation/utility.py).  The submission's overall Sprint-2 score is the
+and N random 3-way marginals of the non-group columns); with numeric columns, the raw-value
+errors of evaluation/mixed.py (1,000 random 2-way mixed marginals, and with a target 1,000
+class-conditional linear thresholds); and, with a target column, classifier utility
+(evaluation/utility.py).  The submission's overall Sprint-2 score is the
 mean over its epsilons.
 """
 from __future__ import annotations
@@ -24,6 +26,7 @@ from dataloader.reading import DataError, read_header, read_table
 from dataloader.schema import Schema
 from evaluation.binning import encode_for_evaluation, evaluation_coders
 from evaluation.metrics import draw_pairs, k_marginal_score, workload_errors, workload_subsets
+from evaluation.mixed import MixedWorkload
 from evaluation.utility import UtilityTest
 
 log = logging.getLogger(__name__)
@@ -84,6 +87,7 @@ class Evaluator:
         self.workload = workload_subsets(self.others, options.three_way, options.workload_seed)
         self.utility = UtilityTest(real, schema, options.target, options.sensitive, options.positive) \
             if options.target is not None else None
+        self.mixed = MixedWorkload(schema, real, options.group_columns, options.target, options.workload_seed)
 
     def encode_runs(self, synthetic: pd.DataFrame) -> dict[str, tuple[pd.DataFrame, np.ndarray, dict]]:
         """Per epsilon of ``synthetic``: its table, its codes and its values outside the schema."""
@@ -106,6 +110,7 @@ class Evaluator:
                 run["sprint2_score"] = k_marginal_score(self.real_codes, codes, self.sizes, self.group_idx,
                                                         self.pairs)
             run["tvd"] = workload_errors(self.real_codes, codes, self.sizes, self.workload)
+            run.update(self.mixed.errors(table))
             if self.utility is not None:
                 run["utility"] = self.utility.score(table)
             result["runs"][eps] = run
@@ -134,6 +139,10 @@ def format_table(result: dict) -> str:
                 line += f" (largest group gap: accuracy {_num(gap['accuracy'])}, FNR " \
                         f"{_num(gap['false_negative_rate'])}, FPR {_num(gap['false_positive_rate'])})"
         lines.append(line)
+        raw = [f"{name.replace('_', ' ')} {run[name]['mean']:.4f} (max {run[name]['max']:.3f})"
+               for name in ("mixed_marginals", "linear_thresholds") if name in run]
+        if raw:
+            lines.append(f"{'':>8} raw-value query error: " + "; ".join(raw))
     if "sprint2_score_mean" in result:
         lines.append(f"mean Sprint-2 score over epsilons: {result['sprint2_score_mean']:.1f}")
     return "\n".join(lines)

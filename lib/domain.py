@@ -16,11 +16,13 @@ import numpy as np
 
 @dataclass(frozen=True)
 class Domain:
-    """``names[j]`` has codes 0..``sizes[j]``-1; ``ranges[name]`` = (low, high) of a numeric column."""
+    """``names[j]`` has codes 0..``sizes[j]``-1; ``ranges[name]`` = (low, high) of a numeric column;
+    ``nullable``: the numeric columns that have a null token (their last code)."""
 
     names: tuple[str, ...]
     sizes: tuple[int, ...]
     ranges: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    nullable: frozenset[str] = frozenset()
 
     def __post_init__(self):
         if len(self.names) != len(self.sizes) or len(set(self.names)) != len(self.names):
@@ -28,6 +30,8 @@ class Domain:
         unknown = set(self.ranges) - set(self.names)
         if unknown:
             raise ValueError(f"ranges for columns not in the domain: {sorted(unknown)}")
+        if not set(self.nullable) <= set(self.ranges):
+            raise ValueError(f"nullable columns that are not numeric: {sorted(set(self.nullable) - set(self.ranges))}")
 
     def index(self, name: str) -> int:
         try:

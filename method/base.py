@@ -111,8 +111,9 @@ class RunContext:
 
 @dataclass(frozen=True)
 class SynthesisResult:
-    """Synthetic codes (m × d, domain order) and, for columns synthesized without bins, their
-    raw values (used instead of decoding the codes)."""
+    """Synthetic codes (m × d, domain order) and, for numeric columns synthesized without bins, their
+    raw values (NaN = null), used instead of decoding the codes: the release recomputes those
+    columns' codes from them."""
 
     codes: np.ndarray
     raw: Mapping[str, np.ndarray] = field(default_factory=dict)
@@ -125,12 +126,15 @@ class NoOptions:
 
 @dataclass(frozen=True)
 class Method:
-    """A registered strategy: ``synthesize(private, public, ctx, options) -> SynthesisResult``."""
+    """A registered strategy: ``synthesize(private, public, ctx, options) -> SynthesisResult``;
+    ``check(options, schema)`` (optional) lists what the schema or the machine cannot honour, one
+    line each, before any data is read."""
 
     name: str
     summary: str
     synthesize: Callable[[PrivateTable, PublicData | None, RunContext, Any], SynthesisResult]
     options: type = NoOptions
+    check: Callable[[Any, Any], list[str]] | None = None
 
     def make_options(self, given: Mapping[str, Any] | Any | None = None):
         """This method's options from a dict (missing fields take their defaults), an instance of

@@ -93,6 +93,32 @@ def test_submission_is_scored_per_epsilon_with_the_mean():
     assert result["sprint2_score_mean"] == pytest.approx(500)
 
 
+def test_raw_value_errors_by_hand():
+    """Mixed marginals pair X with AGE (G is the group column): each is the share with X = v and AGE <= t."""
+    real = table(["g1"] * 4, ["a", "a", "b", "c"], [10, 20, 30, 40])
+    errors = run(real, real.copy())["mixed_marginals"]
+    assert errors["queries"] == 1000 and errors["mean"] == 0 and errors["max"] == 0
+    workload = Evaluator(SCHEMA, real, BY_G).mixed
+    shifted = real.assign(AGE=["99"] * 4)  # every threshold below 99: no synthetic row meets one
+    real_answers = workload.real[0]
+    assert run(real, shifted)["mixed_marginals"]["mean"] == pytest.approx(real_answers.mean())
+    assert all(col == "X" and v in {"a", "b", "c"} and col2 == "AGE" and 10 <= t <= 40
+               for (col, v), (col2, t) in workload.marginals)
+
+
+def test_linear_thresholds_need_a_target_and_numeric_columns():
+    schema = parse_schema({"runs": RUNS, "schema": {"Y": {"dtype": "str", "values": ["n", "y"]},
+                                                    "A": {"dtype": "int", "min": 0, "max": 9},
+                                                    "B": {"dtype": "float", "min": 0, "max": 1, "null": "N"}}})
+    rng = np.random.default_rng(1)
+    real = pd.DataFrame({"Y": rng.choice(["n", "y"], 200), "A": rng.integers(0, 10, 200).astype(str),
+                         "B": np.where(rng.random(200) < 0.1, "N", rng.random(200).round(3).astype(str))})
+    result = next(iter(Evaluator(schema, real, EvaluationOptions(target="Y")).evaluate(real.copy())["runs"].values()))
+    assert result["linear_thresholds"]["mean"] == 0 and result["linear_thresholds"]["queries"] == 1000
+    no_target = next(iter(Evaluator(schema, real, EvaluationOptions()).evaluate(real)["runs"].values()))
+    assert "linear_thresholds" not in no_target and "mixed_marginals" in no_target
+
+
 def test_group_rates_by_hand():
     y = np.array(["1", "1", "0", "0"])
     pred = np.array(["1", "0", "1", "0"])

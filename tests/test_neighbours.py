@@ -13,7 +13,8 @@ import pytest
 from lib.domain import Domain
 from lib.privacy.accounting import Ledger
 from lib.privacy.private_table import PrivateTable
-from lib.privacy.queries import QUERY_KINDS, CellHistogram, DependencyScores, LinearSums, Marginal, Thresholds
+from lib.privacy.queries import (QUERY_KINDS, CellHistogram, DependencyScores, Intervals, LinearSums, Marginal,
+                                 Thresholds)
 
 DOMAIN = Domain(("A", "B", "G", "X", "Y"), (3, 4, 2, 5, 5), {"X": (0.0, 100.0), "Y": (-5.0, 5.0)})
 QUERIES = [
@@ -29,6 +30,8 @@ QUERIES = [
     DependencyScores((("A", "B"), ("A", "G"), ("B", "G"))),
     CellHistogram("X", ("G",), ((-1.0, 0.0, 30.0, 60.0, 100.0), (10.0, 20.0, 40.0, 50.0, 90.0))),
     CellHistogram("Y", ("A",), ((-5.0, 0.0, 5.0), (-6.0, -1.0, 1.0), (2.0, 3.0, 4.0))),
+    Intervals(("X",), (1.0,), (0.1, 0.5, 0.9)),
+    Intervals(("X", "Y"), (0.6, -0.8), (-0.5, 0.0, 0.3), by=("A", "G")),
 ]
 THETAS = range(1, 8)
 BASE_ROWS, INDIVIDUALS = 200, 80
@@ -96,7 +99,8 @@ def test_the_bounds_are_reached_where_they_are_exact(theta):
     d, d2 = neighbours(theta, True, 0)
     small, large = table(d, theta), table(d2, theta)
     for query, bound in ((Marginal(("A", "B")), theta), (Thresholds(("X",), ((1.0,),), (0.1, 0.5, 0.9)),
-                                                          theta * np.sqrt(3)), (QUERIES[-2], theta)):
+                                                          theta * np.sqrt(3)), (QUERIES[10], theta),
+                          (QUERIES[-2], theta)):
         change = exact(large, query) - exact(small, query)
         assert np.sqrt((change ** 2).sum()) == pytest.approx(bound)
 
@@ -104,8 +108,8 @@ def test_the_bounds_are_reached_where_they_are_exact(theta):
 @pytest.mark.parametrize("theta", THETAS)
 @pytest.mark.parametrize("clustered", [True, False], ids=["clustered", "spread"])
 def test_selection_scores_move_by_at_most_the_recorded_sensitivity(theta, clustered):
-    candidates = [Marginal(("A",)), Marginal(("A", "B")), QUERIES[6], QUERIES[5]]
-    weights, penalties = [1.0, 2.0, 0.5, 3.0], [0.0, 3.0, 1.0, 2.5]
+    candidates = [Marginal(("A",)), Marginal(("A", "B")), QUERIES[6], QUERIES[5], QUERIES[-1]]
+    weights, penalties = [1.0, 2.0, 0.5, 3.0, 1.5], [0.0, 3.0, 1.0, 2.5, 0.5]
     for seed in range(3):
         d, d2 = neighbours(theta, clustered, seed)
         small, large = table(d, theta), table(d2, theta)
@@ -146,6 +150,7 @@ BY_B = [
     Thresholds(("X", "Y"), ((1.0, 0.5), (-1.0, 2.0)), (-0.5, 0.0, 0.5, 1.0), by=("B",)),
     LinearSums(("X", "Y"), ((1.0, 1.0), (2.0, -1.0)), by=("A", "B")),
     CellHistogram("X", ("B",), ((-1.0, 0.0, 50.0, 100.0),) * 4),
+    Intervals(("X", "Y"), (1.0, 1.0), (0.5, 1.0, 1.5), by=("B",)),
 ]
 
 

@@ -1,0 +1,443 @@
+"""Relaxed projection (RAP++, Vietri et al. 2022, ../shared/papers): fit a relaxed table to noisy answers.
+
+The relaxed table has n rows.  A categorical column is a probability vector per row (a
+softmax of trainable logits; "frozen" columns, such as group codes, keep fixed one-hot
+rows); a numeric column is a value in [0, 1] per row plus, where the column may be null,
+a trainable probability of being null.  A query is the expected answer of a count query
+on this table, as fractions of n:
+
+* a categorical marginal over ``by``: the mean over rows of the product of the rows'
+  probabilities of each cell (RAP's product queries);
+* interval counts of the projection w·x of numeric ``columns`` cut at ``cuts``, per cell
+  of ``by`` (mixed marginals and class-conditional linear thresholds): the threshold
+  1[w·x <= c] is relaxed to the sigmoid 1 / (1 + exp(-beta (c - w·x))), an interval is the
+  difference of two, and the null slot holds the probability that a column is null.
+
+``project`` minimises the weighted squared error sum_q w_q ||q(table) - a_q||² with Adam,
+starting at inverse temperature ``beta``, and doubles beta whenever the gradient norm falls
+below ``tolerance`` times its value at the start of the call (the paper's tempered
+annealing), up to ``max_beta``.  Gradients are derived by hand (tests check them against
+finite differences), so the code needs only an array module: ``xp`` is numpy by default,
+or cupy for a GPU (the same code path; ``array_module``).
+
+Post-processing only: this module sees public descriptions and noisy answers, never data.
+"""
+from __future__ import annotations
+
+import math
+import string
+from dataclasses import dataclass, field
+
+import numpy as np
+
+DEVICES = ("cpu", "gpu")
+MARGIN = 0.01  # numeric values may lie this far outside [0, 1]: a spike at a bound (zero incomes) then sits
+               # clearly on one side of a cut placed at that bound, and the release clips it back
+
+
+class DeviceUnavailable(RuntimeError):
+    """A GPU was asked for where none can be used."""
+
+
+def array_module(device: str):
+    """numpy for ``cpu``; cupy for ``gpu`` (DeviceUnavailable, one line, when cupy or a GPU is missing)."""
+    if device == "cpu":
+        return np
+    if device != "gpu":
+        raise ValueError(f"device must be one of {', '.join(DEVICES)}, got {device!r}")
+    try:
+        import cupy
+    except ImportError:
+        raise DeviceUnavailable("--device gpu needs cupy (pip install -r requirements-gpu.txt) and an NVIDIA GPU; "
+                                "cupy is not installed") from None
+    try:
+        if cupy.cuda.runtime.getDeviceCount() < 1:
+            raise DeviceUnavailable("--device gpu: no GPU is visible to cupy")
+    except cupy.cuda.runtime.CUDARuntimeError as exc:
+        raise DeviceUnavailable(f"--device gpu: no usable GPU ({exc})") from None
+    return cupy
+
+
+def to_numpy(a) -> np.ndarray:
+    """A host numpy copy of an array of either backend."""
+    return a.get() if hasattr(a, "get") else np.asarray(a)
+
+
+@dataclass(frozen=True)
+class RelaxedQuery:
+    """A query on the relaxed table: ``by`` (categorical column positions), and for interval
+    counts the numeric column positions ``columns``, their ``direction`` and increasing ``cuts``
+    (none for a plain marginal).  Its answer has shape (cells of by) × slots, slots being 1 for
+    a marginal and len(cuts) + 2 for interval counts (intervals, then the null slot)."""
+
+    by: tuple[int, ...]
+    columns: tuple[int, ...] = ()
+    direction: tuple[float, ...] = ()
+    cuts: tuple[float, ...] = ()
+
+    @property
+    def slots(self) -> int:
+        return len(self.cuts) + 2 if self.columns else 1
+
+
+@dataclass
+class Fit:
+    """A query with its target answer (fractions, shape cells × slots) and the weight of its squared error."""
+
+    query: RelaxedQuery
+    target: np.ndarray
+    weight: float
+    _copies: dict = field(default_factory=dict, repr=False)
+
+    def on(self, xp, dtype):
+        """The target as an array of backend ``xp`` (made once per backend and dtype)."""
+        key = (xp.__name__, np.dtype(dtype).str)
+        if key not in self._copies:
+            self._copies[key] = xp.asarray(np.asarray(self.target, dtype=np.float64)).astype(dtype)
+        return self._copies[key]
+
+
+@dataclass
+class RelaxedTable:
+    """The relaxed table's parameters (arrays of the backend ``xp``): ``logits[i]`` (n × k_i) of
+    trainable categorical column i, or ``None`` with ``frozen[i]`` (n × k_i probabilities) for a
+    fixed one; ``values`` (n × r) of the numeric columns in [0, 1]; ``null_logits`` (n × r),
+    used only where ``nullable``."""
+
+    xp: object
+    logits: list
+    frozen: dict
+    values: object
+    null_logits: object
+    nullable: tuple[bool, ...]
+
+    @property
+    def rows(self) -> int:
+        return int(self.values.shape[0])
+
+    def probabilities(self) -> list:
+        """Per categorical column, its n × k probabilities."""
+        xp = self.xp
+        out = []
+        for i, logits in enumerate(self.logits):
+            if logits is None:
+                out.append(self.frozen[i])
+            else:
+                e = xp.exp(logits - logits.max(axis=1, keepdims=True))
+                out.append(e / e.sum(axis=1, keepdims=True))
+        return out
+
+    def null_probabilities(self):
+        """n × r probabilities of being null (0 where a column is not nullable)."""
+        xp = self.xp
+        p = 1.0 / (1.0 + xp.exp(-xp.clip(self.null_logits, -15.0, 15.0)))  # never exactly 0 or 1 in float32
+        mask = xp.asarray(np.asarray(self.nullable, dtype=bool))
+        return xp.where(mask[None, :], p, xp.zeros_like(p))
+
+
+def new_table(xp, categorical: list, numeric_values: np.ndarray, null_probability: np.ndarray,
+              nullable: tuple[bool, ...], dtype=np.float32) -> RelaxedTable:
+    """A relaxed table from host arrays: ``categorical[i]`` is (n × k) starting probabilities, with
+    ``("frozen", probabilities)`` for a fixed column; numeric values (n × r, r may be 0) in [0, 1] and
+    null probabilities (n × r) to start from."""
+    logits, frozen = [], {}
+    for i, c in enumerate(categorical):
+        if isinstance(c, tuple):
+            frozen[i] = xp.asarray(np.asarray(c[1], dtype=dtype))
+            logits.append(None)
+        else:
+            logits.append(xp.asarray(np.log(np.clip(np.asarray(c, dtype=np.float64), 1e-6, 1.0)).astype(dtype)))
+    p = np.clip(np.asarray(null_probability, dtype=np.float64), 1e-6, 1 - 1e-6)
+    return RelaxedTable(xp, logits, frozen, xp.asarray(np.asarray(numeric_values, dtype=dtype)),
+                        xp.asarray(np.log(p / (1 - p)).astype(dtype)), tuple(nullable))
+
+
+def _row_factor(xp, probs: list, by: tuple[int, ...], n: int):
+    """n × cells: each row's probability of each cell of ``by`` (C order)."""
+    if not by:
+        return xp.ones((n, 1), dtype=probs[0].dtype if probs else np.float32)
+    f = probs[by[0]]
+    for b in by[1:]:
+        f = (f[:, :, None] * probs[b][:, None, :]).reshape(n, -1)
+    return f
+
+
+def _factor_grads(xp, probs: list, by: tuple[int, ...], d_factor, n: int) -> list:
+    """d loss / d probs[b] for each b in ``by``, given d loss / d row factor (n × cells)."""
+    if len(by) == 1:
+        return [d_factor]
+    letters = string.ascii_lowercase[:len(by)]
+    shaped = d_factor.reshape((n,) + tuple(probs[b].shape[1] for b in by))
+    grads = []
+    for j in range(len(by)):
+        others = [i for i in range(len(by)) if i != j]
+        spec = "z" + letters + "," + ",".join("z" + letters[i] for i in others) + "->z" + letters[j]
+        grads.append(xp.einsum(spec, shaped, *[probs[by[i]] for i in others]))
+    return grads
+
+
+def _sigmoid(xp, x):
+    return 0.5 * (1.0 + xp.tanh(0.5 * x))
+
+
+class Workload:
+    """A list of queries compiled into index arrays, so that one pass of a few matrix products
+    answers them all.  Interval queries share one projection matrix W (numeric columns × axes),
+    one row of cuts and one soft-membership matrix; queries with the same ``by`` share one row
+    factor and one product with the memberships."""
+
+    def __init__(self, table: RelaxedTable, queries: list[RelaxedQuery]):
+        xp, dtype, r = table.xp, table.values.dtype, table.values.shape[1]
+        self.queries = list(queries)
+        interval = [i for i, q in enumerate(self.queries) if q.columns]
+        a_count = len(interval)
+        w, c = np.zeros((r, a_count)), np.zeros((r, a_count))
+        cuts, cut_axis, up, lo, pos_a, slot_axis = [], [], [], [], [], []
+        start_slot, first_cut, total_cuts = {}, 0, sum(len(self.queries[i].cuts) for i in interval)
+        zero, one = total_cuts, total_cuts + 1  # columns of [S | 0 | 1]
+        for a, i in enumerate(interval):
+            q = self.queries[i]
+            w[list(q.columns), a] = q.direction
+            c[list(q.columns), a] = 1.0
+            k = len(q.cuts)
+            start_slot[i] = len(slot_axis)
+            cuts += list(q.cuts)
+            cut_axis += [a] * k
+            own = list(range(first_cut, first_cut + k))
+            up += own + [one]
+            lo += [zero] + own
+            pos_a += [start_slot[i] + j for j in range(k)]
+            slot_axis += [a] * (k + 1)
+            first_cut += k
+        self.axes, self.slots = a_count, len(slot_axis)
+        self.w = xp.asarray(w.astype(dtype))
+        self.c = xp.asarray(c.astype(dtype))
+        self.cuts = xp.asarray(np.asarray(cuts, dtype=dtype))
+        self.cut_axis = xp.asarray(np.asarray(cut_axis, dtype=np.int64))
+        self.up, self.lo = xp.asarray(np.asarray(up, dtype=np.int64)), xp.asarray(np.asarray(lo, dtype=np.int64))
+        self.pos_a = xp.asarray(np.asarray(pos_a, dtype=np.int64))
+        self.slot_axis = xp.asarray(np.asarray(slot_axis, dtype=np.int64))
+        # sums of slot and cut columns per axis, as products with 0/1 matrices
+        self.slot_sum = xp.asarray((np.asarray(slot_axis)[:, None] == np.arange(a_count)[None, :]).astype(dtype))
+        self.cut_sum = xp.asarray((np.asarray(cut_axis)[:, None] == np.arange(a_count)[None, :]).astype(dtype))
+        self.targets: dict = {}  # per by: the fits' targets and weights (set by loss_and_grads)
+        # interval queries by ``by``, with their columns of M = [interval slots | null slots]; marginals by ``by``
+        self.groups: dict[tuple[int, ...], tuple[list[int], object]] = {}
+        self.marginals: dict[tuple[int, ...], list[int]] = {}
+        for i, q in enumerate(self.queries):
+            if not q.columns:
+                self.marginals.setdefault(q.by, []).append(i)
+                continue
+            a = interval.index(i)
+            members, columns = self.groups.setdefault(q.by, ([], []))
+            members.append(i)
+            columns += list(range(start_slot[i], start_slot[i] + len(q.cuts) + 1)) + [self.slots + a]
+        self.groups = {by: (members, xp.asarray(np.asarray(columns, dtype=np.int64)))
+                       for by, (members, columns) in self.groups.items()}
+
+    def memberships(self, table: RelaxedTable, nulls, beta: float):
+        """(slots + axes) × n soft memberships [interval slots | null slots] (one row per slot: the
+        gathers below then copy whole rows) and what the backward pass needs; None without intervals."""
+        xp, n = table.xp, table.rows
+        if not self.axes:
+            return None, None
+        ones = xp.ones((1, n), dtype=table.values.dtype)
+        z = xp.ascontiguousarray((table.values @ self.w).T)
+        s = _sigmoid(xp, beta * (self.cuts[:, None] - z[self.cut_axis]))  # soft 1[w·x <= c], cuts × n
+        aug = xp.concatenate([s, xp.zeros((1, n), dtype=s.dtype), ones], axis=0)
+        m = aug[self.up] - aug[self.lo]
+        keep = xp.exp(self.c.T @ xp.log1p(-nulls).T)  # probability that no column of the axis is null
+        member = xp.concatenate([keep[self.slot_axis] * m, 1.0 - keep], axis=0)
+        return member, (s, m, keep)
+
+    def backward(self, table: RelaxedTable, nulls, d_member, saved, beta: float):
+        """(d loss / d values, d loss / d null logits) from d loss / d memberships."""
+        s, m, keep = saved
+        d_slots, d_null = d_member[:self.slots], d_member[self.slots:self.slots + self.axes]
+        d_m = d_slots * keep[self.slot_axis]
+        d_keep = self.slot_sum.T @ (d_slots * m) - d_null
+        d_s = d_m[self.pos_a] - d_m[self.pos_a + 1]
+        d_z = self.cut_sum.T @ (-beta * d_s * s * (1.0 - s))
+        d_values = (self.w @ d_z).T
+        d_log = (self.c @ (d_keep * keep)).T  # d loss / d log(1 - p)
+        return d_values, -d_log * nulls
+
+
+def _marginal(xp, probs: list, by: tuple[int, ...], n: int):
+    """The relaxed marginal over ``by`` (fractions, shape of its cells): matrix products, no n × cells array."""
+    if not by:
+        return xp.ones((), dtype=probs[0].dtype if probs else np.float32)
+    if len(by) == 1:
+        return probs[by[0]].sum(axis=0) / n
+    if len(by) == 2:
+        return probs[by[0]].T @ probs[by[1]] / n
+    letters = string.ascii_lowercase[:len(by)]
+    return xp.einsum(",".join("z" + c for c in letters) + "->" + letters, *[probs[b] for b in by],
+                     optimize=True) / n
+
+
+def _marginal_grads(xp, probs: list, by: tuple[int, ...], g, n: int) -> list:
+    """d loss / d probs[b] for each b in ``by``, given d loss / d marginal ``g`` (shape of its cells)."""
+    if len(by) == 1:
+        return [xp.broadcast_to(g[None, :], (n, g.shape[0])) / n]
+    if len(by) == 2:
+        return [probs[by[1]] @ g.T / n, probs[by[0]] @ g / n]
+    letters = string.ascii_lowercase[:len(by)]
+    out = []
+    for j in range(len(by)):
+        others = [i for i in range(len(by)) if i != j]
+        spec = letters + "," + ",".join("z" + letters[i] for i in others) + "->z" + letters[j]
+        out.append(xp.einsum(spec, g, *[probs[by[i]] for i in others], optimize=True) / n)
+    return out
+
+
+def answers(table: RelaxedTable, queries: list[RelaxedQuery], beta: float) -> list[np.ndarray]:
+    """Each query's relaxed answer (fractions, cells × slots) as host arrays."""
+    work = Workload(table, queries)
+    xp, probs, nulls, n = table.xp, table.probabilities(), table.null_probabilities(), table.rows
+    member, _ = work.memberships(table, nulls, beta)
+    out: list = [None] * len(queries)
+    for by, members in work.marginals.items():
+        block = to_numpy(_marginal(xp, probs, by, n)).reshape(-1, 1)
+        for i in members:
+            out[i] = block
+    for by, (members, columns) in work.groups.items():
+        block = to_numpy(member[columns] @ _row_factor(xp, probs, by, n) / n)  # slots × cells
+        start = 0
+        for i in members:
+            out[i] = block[start:start + queries[i].slots].T
+            start += queries[i].slots
+    return out
+
+
+def loss_and_grads(table: RelaxedTable, fits: list[Fit], beta: float,
+                   work: Workload | None = None) -> tuple[float, dict]:
+    """sum_q w_q ||q(table) - target_q||² and its gradients by parameter name ("cat{i}", "values",
+    "nulls"); ``work``: the fits' queries compiled (``Workload``), when the caller keeps one."""
+    xp, n = table.xp, table.rows
+    work = work or Workload(table, [f.query for f in fits])
+    probs, nulls = table.probabilities(), table.null_probabilities()
+    member, saved = work.memberships(table, nulls, beta)
+    d_probs: list = [None] * len(probs)
+
+    def add(by, grads):
+        for b, d in zip(by, grads):
+            d_probs[b] = d if d_probs[b] is None else d_probs[b] + d
+    loss = 0.0
+    for by, members in work.marginals.items():
+        a = _marginal(xp, probs, by, n)
+        if ("marginal", by) not in work.targets:
+            work.targets[("marginal", by)] = _marginal_targets(xp, [fits[i] for i in members], a)
+        target, weight = work.targets[("marginal", by)]
+        residual = a[None] - target  # fits × cells
+        loss = loss + (weight * residual ** 2).sum()
+        if by:
+            add(by, _marginal_grads(xp, probs, by, (2.0 * weight * residual).sum(axis=0), n))
+    d_member = xp.zeros_like(member) if member is not None else None
+    for by, (members, columns) in work.groups.items():
+        f = _row_factor(xp, probs, by, n)
+        if by not in work.targets:
+            work.targets[by] = _targets(xp, [fits[i] for i in members], f.dtype)
+        target, weight = work.targets[by]
+        selected = member[columns]
+        residual = selected @ f / n - target  # slots × cells
+        loss = loss + (weight * residual ** 2).sum()
+        g = (2.0 / n) * weight * residual
+        d_member[columns] += g @ f.T
+        if by:
+            add(by, _factor_grads(xp, probs, by, selected.T @ g, n))
+    grads = {}
+    for i, (logits, p, d) in enumerate(zip(table.logits, probs, d_probs)):
+        if logits is not None and d is not None:
+            grads[f"cat{i}"] = p * (d - (d * p).sum(axis=1, keepdims=True))
+    if saved is not None:
+        grads["values"], grads["nulls"] = work.backward(table, nulls, d_member, saved, beta)
+    return float(loss), grads
+
+
+def _marginal_targets(xp, fits: list[Fit], answer):
+    """The targets of fits of one marginal, stacked (fits × its cells shape), and their weights (fits × 1...)."""
+    targets = xp.stack([f.on(xp, answer.dtype).reshape(answer.shape) for f in fits])
+    weights = xp.asarray(np.array([f.weight for f in fits], dtype=np.float64).astype(answer.dtype))
+    return targets, weights.reshape((-1,) + (1,) * answer.ndim)
+
+
+def _targets(xp, fits: list[Fit], dtype):
+    """The fits' targets stacked (their slots × cells) and a matching column of weights."""
+    targets = [f.on(xp, dtype).reshape(-1, f.query.slots).T for f in fits]
+    weights = np.concatenate([np.full(f.query.slots, f.weight) for f in fits])
+    return xp.concatenate(targets, axis=0), xp.asarray(weights.astype(dtype))[:, None]
+
+
+def _parameter(table: RelaxedTable, name: str):
+    if name.startswith("cat"):
+        return table.logits[int(name[3:])]
+    return table.values if name == "values" else table.null_logits
+
+
+def _set_parameter(table: RelaxedTable, name: str, value) -> None:
+    if name.startswith("cat"):
+        table.logits[int(name[3:])] = value
+    elif name == "values":
+        table.values = table.xp.clip(value, -MARGIN, 1.0 + MARGIN)
+    else:
+        table.null_logits = value
+
+
+def _grad_norm(grads: dict) -> float:
+    return math.sqrt(sum(float((g ** 2).sum()) for g in grads.values()))
+
+
+def project(table: RelaxedTable, fits: list[Fit], beta: float = 8.0, max_beta: float = 1024.0,
+            tolerance: float = 1e-3, steps: int = 60, lr: float = 0.3, value_lr: float = 0.05) -> dict:
+    """Adam on the weighted squared error to ``fits`` (module doc), at most ``steps`` steps per inverse
+    temperature, beta doubling from ``beta`` to ``max_beta`` whenever the gradient norm is below
+    ``tolerance`` times the first one; step size ``lr`` for logits, and for numeric values (in [0, 1])
+    ``value_lr`` at the first temperature, shrinking as 1/beta with the sigmoids' width (larger steps
+    at a steep sigmoid throw values back and forth across the cuts and, clipped, onto the bounds).
+    Changes ``table`` in place; returns the final loss (at max_beta), the steps taken and the
+    temperatures used."""
+    xp = table.xp
+    b1, b2, eps = 0.9, 0.999, 1e-8
+    first, taken, temperatures, adam = None, 0, 0, {}
+    work = Workload(table, [f.query for f in fits])
+    start = beta
+    while True:
+        temperatures += 1
+        for _ in range(steps):
+            loss, grads = loss_and_grads(table, fits, beta, work)
+            norm = _grad_norm(grads)
+            first = norm if first is None else first
+            if norm <= tolerance * first:
+                break
+            taken += 1
+            for name, g in grads.items():
+                state = adam.setdefault(name, [xp.zeros_like(g), xp.zeros_like(g), 0])
+                state[2] += 1
+                state[0] = b1 * state[0] + (1 - b1) * g
+                state[1] = b2 * state[1] + (1 - b2) * g * g
+                m_hat = state[0] / (1 - b1 ** state[2])
+                v_hat = state[1] / (1 - b2 ** state[2])
+                rate = value_lr * start / beta if name == "values" else lr
+                _set_parameter(table, name, _parameter(table, name) - rate * m_hat / (xp.sqrt(v_hat) + eps))
+        if beta >= max_beta:
+            break
+        beta = min(2 * beta, max_beta)
+    loss, _ = loss_and_grads(table, fits, beta, work)
+    return {"loss": loss, "steps": taken, "temperatures": temperatures, "beta": beta}
+
+
+def sample(table: RelaxedTable, rows: np.ndarray, rng: np.random.Generator) -> tuple[list[np.ndarray], np.ndarray]:
+    """Discrete records from relaxed rows ``rows`` (indices, repeats allowed, each drawn afresh):
+    categorical codes drawn from each row's probabilities, numeric values as they are ([0, 1]),
+    NaN with the row's null probability.  Returns (codes per categorical column, m × r values)."""
+    codes = []
+    for p in table.probabilities():
+        p = to_numpy(p).astype(np.float64)[rows]
+        cum = np.cumsum(p, axis=1)
+        u = rng.random(len(rows))[:, None] * cum[:, -1:]
+        codes.append(np.minimum((u > cum).sum(axis=1), p.shape[1] - 1).astype(np.int32))
+    values = to_numpy(table.values).astype(np.float64)[rows]
+    null = rng.random(values.shape) < to_numpy(table.null_probabilities()).astype(np.float64)[rows]
+    values[null] = np.nan
+    return codes, values

@@ -1,0 +1,357 @@
+"""RAP++ (Vietri et al. 2022, ../shared/papers): relaxed adaptive projection for mixed-type data.
+
+Numeric columns are synthesized as raw values, without bins: the method measures interval
+counts of numeric columns (cut where the current synthetic values have their quantiles) per
+value of a categorical column (mixed marginals), random linear directions over numeric columns
+per value of ``--target`` (class-conditional linear thresholds) or over pairs of numeric columns,
+and categorical marginals (1-, 2-way, and 3-way with the target), and fits a relaxed table
+(lib/relaxed.py) to them.
+
+Measurements (all through the private table, Gaussian, sensitivity from theta):
+
+1. noisy group counts (GROUP_SHARE of the budget) when there are group columns;
+2. every column's 1-way answer (ONE_WAY_SHARE, split equally): a categorical column's counts (per
+   target value, with ``--target``), or a numeric column's counts in FINE_INTERVALS equal intervals
+   of its public range (at the public file's quantiles when one is given), with cuts at both bounds
+   so that a spike there (zero incomes, top codes) has a slot of its own, plus nulls;
+3. ``rounds`` rounds on the rest, split equally: each picks ``per_round`` candidates by the
+   exponential mechanism on the L1 distance between the private answer and the relaxed table's
+   (minus the noise a measurement would add; SELECT_SHARE of the round), measures them with the
+   rest of the round, and projects again.
+
+The relaxed table starts from public records when given, else from random categorical logits and
+numeric values drawn from their noisy 1-way interval counts, with rows per group in proportion to
+the noisy group counts (group columns fixed).  The release draws its records from
+the relaxed rows: categorical values from their probabilities, numeric values as fitted (the
+release rounds them to the column's precision and recomputes their codes).
+"""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import logging
+import math
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from lib import relaxed
+from lib.privacy.private_table import Measurement, PrivateTable
+from lib.privacy.queries import Intervals, Marginal
+from lib.progress import progress
+from method.base import Method, PublicData, RunContext, SynthesisResult, option
+from method.groups import group_sizes
+
+log = logging.getLogger(__name__)
+
+GROUP_SHARE = 0.1       # of rho, on the group counts (with group columns)
+ONE_WAY_SHARE = 0.2     # of rho, on every column's 1-way answer
+SELECT_SHARE = 0.2      # of each round's rho, on choosing its queries
+FINE_INTERVALS = 32     # intervals of a numeric column's first measurement
+CUTS = 16               # cuts of a candidate's interval counts
+DIRECTIONS = 8          # random directions over all numeric columns per round (linear thresholds)
+START_BETA, MAX_BETA = 8.0, 1024.0
+
+
+@dataclass(frozen=True)
+class RapOptions:
+    target: str | None = option(None, "rap: categorical label column; adds class-conditional linear threshold "
+                                      "queries (random directions over the numeric columns) and 3-way marginals "
+                                      "with it to the candidates")
+    rounds: int = option(5, "rap: adaptive rounds (T)", type=int, minimum=1)
+    per_round: int = option(5, "rap: queries chosen and measured per round (K)", type=int, minimum=1)
+    rows: int = option(2000, "rap: rows of the relaxed table (n-hat); the release draws its records from them",
+                       type=int, minimum=10)
+    steps: int = option(60, "rap: most Adam steps per inverse temperature of a projection", type=int, minimum=1)
+    device: str = option("cpu", "rap: where projections run: cpu (numpy) or gpu (cupy; an optional extra, "
+                                "requirements-gpu.txt)", choices=relaxed.DEVICES)
+    max_cells: int = option(2000, "rap: the largest candidate (cells × slots) a round may measure", type=int,
+                            minimum=1)
+
+
+def check(options: RapOptions, schema) -> list[str]:
+    """One line per option that the schema or this machine cannot honour (before any data is read)."""
+    problems = []
+    if options.target is not None:
+        if options.target not in schema.names:
+            problems.append(f"--target {options.target}: not a schema column")
+        elif schema.column(options.target).kind != "categorical":
+            problems.append(f"--target {options.target} must be a categorical column")
+    try:
+        relaxed.array_module(options.device)
+    except relaxed.DeviceUnavailable as exc:
+        problems.append(str(exc))
+    return problems
+
+
+@dataclass
+class _Layout:
+    """Where each domain column sits in the relaxed table: categorical positions (group columns
+    first, fixed), numeric positions.  Columns the release sets later (``ctx.skip``) are left out."""
+
+    domain: object
+    categorical: list[str]
+    numeric: list[str]
+    groups: tuple[str, ...]
+
+    @classmethod
+    def of(cls, ctx: RunContext) -> "_Layout":
+        domain = ctx.domain
+        kept = [c for c in domain.names if c not in ctx.skip and c not in ctx.group_columns]
+        return cls(domain, list(ctx.group_columns) + [c for c in kept if not domain.is_numeric(c)],
+                   [c for c in kept if domain.is_numeric(c)], tuple(ctx.group_columns))
+
+    @property
+    def free(self) -> list[str]:
+        """The categorical columns the projection fits (not group columns)."""
+        return self.categorical[len(self.groups):]
+
+    def relaxed(self, query) -> relaxed.RelaxedQuery:
+        """The relaxed-table form of a Marginal or Intervals query."""
+        if isinstance(query, Marginal):
+            return relaxed.RelaxedQuery(tuple(self.categorical.index(a) for a in query.attrs))
+        return relaxed.RelaxedQuery(tuple(self.categorical.index(a) for a in query.by),
+                                    tuple(self.numeric.index(c) for c in query.columns), query.direction, query.cuts)
+
+
+def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext,
+               options: RapOptions) -> SynthesisResult:
+    """Synthetic codes (categorical columns) and raw values (numeric columns) for one run.
+
+    Privacy cost: exactly what remains of the run's budget: group counts, 1-way answers, then per
+    round one exponential-mechanism selection and ``per_round`` Gaussian measurements (module doc).
+    """
+    xp = relaxed.array_module(options.device)
+    layout, domain, rho = _Layout.of(ctx), ctx.domain, private.remaining
+    if options.target is not None and options.target not in layout.free:
+        log.warning("rap: --target %s is a group column or set by the release; no class-conditional queries",
+                    options.target)
+        options = dataclasses.replace(options, target=None)
+    rho_groups = GROUP_SHARE * rho if layout.groups else 0.0
+    rho_one_way = ONE_WAY_SHARE * rho
+    rho_round = (rho - rho_groups - rho_one_way) / options.rounds
+    log.info("rap: %d relaxed rows, %d rounds × %d queries; rho %.4g: %.0f%% group counts, %.0f%% 1-way answers, "
+             "%.0f%% rounds (%.0f%% of each on selection)", options.rows, options.rounds, options.per_round, rho,
+             100 * rho_groups / rho, 100 * rho_one_way / rho, 100 * (1 - (rho_groups + rho_one_way) / rho),
+             100 * SELECT_SHARE)
+
+    with ctx.timed("measuring"):
+        counts = private.measure(Marginal(layout.groups), rho_groups, f"group counts ({' × '.join(layout.groups)})") \
+            if layout.groups else None
+        columns = [c for c in layout.free + layout.numeric if c != options.target]
+        if options.target is not None and not columns:
+            columns = [options.target]
+        by = (options.target,) if options.target is not None and columns != [options.target] else ()
+        first = [private.measure(_one_way(c, domain, public, by), rho_one_way / len(columns)) for c in columns] \
+            if columns else []
+    total = _total(([counts] if counts else []) + first)
+    sizes = group_sizes(counts.noisy.ravel() if counts else np.array([total]), ctx.max_records)
+    reference = first[0].sigma if first else 1.0  # weights are relative to the first 1-way answer's variance
+    with ctx.timed("projecting"):
+        table, members = _start(layout, public, sizes, options.rows, ctx.rng, xp, first)
+        fits = [_fit(layout, m, total, reference) for m in first]
+        if fits:
+            relaxed.project(table, fits, START_BETA, MAX_BETA, steps=options.steps)
+    chosen_kinds: Counter = Counter()
+    with progress(options.rounds, "rap rounds", "round", log) as bar:
+        for t in range(options.rounds):
+            with ctx.timed("measuring"):
+                picked = _round(private, layout, table, total, rho_round, options, ctx.rng, t)
+            chosen_kinds.update(_kind(m.query) for m in picked)
+            fits += [_fit(layout, m, total, reference) for m in picked]
+            with ctx.timed("projecting"):
+                stats = relaxed.project(table, fits, START_BETA, MAX_BETA, steps=options.steps)
+            log.debug("rap round %d: %s; projection %d steps, loss %.4g", t + 1,
+                      "; ".join(m.query.describe() for m in picked), stats["steps"], stats["loss"])
+            bar.update()
+    log.info("rap: measured %s", ", ".join(f"{n} {kind}" for kind, n in sorted(chosen_kinds.items())) or "nothing")
+    with ctx.timed("sampling"):
+        return _records(layout, domain, table, members, sizes, ctx.rng)
+
+
+def _one_way(column: str, domain, public: PublicData | None, by: tuple[str, ...] = ()):
+    """A column's first measurement: its counts, or a numeric column's interval counts (module doc), per
+    value of ``by`` (the target, whose own counts they then include)."""
+    if not domain.is_numeric(column):
+        return Marginal((column,) + by)
+    by = ()  # a numeric column's fine intervals alone: per target value they would carry twice the noise
+    cuts = np.linspace(0, 1, FINE_INTERVALS + 1)
+    if public is not None:
+        values = domain.scale(column, public.numeric[column])
+        values = values[~np.isnan(values)]
+        if len(np.unique(values)) > FINE_INTERVALS:
+            cuts = np.quantile(values, np.linspace(0, 1, FINE_INTERVALS + 1))
+    cuts[-1] = np.nextafter(1.0, 0.0)  # with the cut at 0: spikes at either bound get slots of their own
+    return Intervals((column,), (1.0,), _strict(np.concatenate([[0.0], cuts])), by)
+
+
+def _strict(cuts: np.ndarray) -> tuple[float, ...]:
+    """Sorted distinct cuts as a tuple of floats (at least one)."""
+    cuts = np.unique(np.asarray(cuts, dtype=np.float64))
+    return tuple(float(c) for c in cuts) if len(cuts) else (0.5,)
+
+
+def _total(measurements: list[Measurement]) -> float:
+    """Inverse-variance weighted mean of the measurements' noisy totals (each counts every row once)."""
+    weights = np.array([1.0 / (m.noisy.size * m.sigma ** 2) for m in measurements])
+    totals = np.array([m.total for m in measurements])
+    return max(1.0, float(weights @ totals / weights.sum()))
+
+
+def _fit(layout: _Layout, m: Measurement, total: float, reference_sigma: float) -> relaxed.Fit:
+    """A measurement as a target of the projection: fractions of the noisy total, weighted by inverse variance."""
+    q = layout.relaxed(m.query)
+    return relaxed.Fit(q, np.asarray(m.noisy, dtype=np.float64).reshape(-1, q.slots) / total,
+                       (reference_sigma / m.sigma) ** 2)
+
+
+def _start(layout: _Layout, public: PublicData | None, sizes: np.ndarray, rows: int, rng: np.random.Generator,
+           xp, first: list[Measurement] = ()) -> tuple[relaxed.RelaxedTable, list[np.ndarray]]:
+    """The relaxed table to start from and each group's rows in it: about ``rows`` rows shared in
+    proportion to the group sizes (at least one per non-empty group), started from random public
+    records (unknown values uniform) or at random: categorical logits N(0, 1), numeric values drawn from
+    their noisy 1-way interval counts in ``first`` (post-processing), uniformly within an interval."""
+    domain = layout.domain
+    positive = np.flatnonzero(sizes > 0)
+    positive = positive if len(positive) else np.arange(sizes.size)
+    per_group = np.maximum(1, np.ceil(rows * sizes[positive] / max(sizes.sum(), 1))).astype(np.int64)
+    n = int(per_group.sum())
+    starts = np.concatenate([[0], np.cumsum(per_group)])
+    members = [np.zeros(0, dtype=np.int64)] * sizes.size
+    for g, a, b in zip(positive, starts[:-1], starts[1:]):
+        members[g] = np.arange(a, b)
+    group_codes = np.unravel_index(np.repeat(positive, per_group), domain.shape(layout.groups)) \
+        if layout.groups else ()
+    picks = rng.integers(0, len(public.codes), n) if public is not None and len(public.codes) else None
+    cats: list = []
+    for i, column in enumerate(layout.categorical):
+        k = domain.sizes[domain.index(column)]
+        if i < len(layout.groups):
+            cats.append(("frozen", np.eye(k)[group_codes[i]]))
+        elif picks is not None:
+            codes = public.codes[picks, domain.index(column)]
+            p = np.full((n, k), 0.1 / k)
+            known = codes >= 0
+            p[np.flatnonzero(known), codes[known]] += 0.9
+            p[~known] = 1.0 / k
+            cats.append(p)
+        else:  # random logits: identical rows would get identical gradients and never become different
+            logits = rng.normal(0, 1, (n, k))
+            cats.append(np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True))
+    values = rng.random((n, len(layout.numeric)))
+    nulls = np.full((n, len(layout.numeric)), 0.05)
+    if picks is not None:
+        for j, column in enumerate(layout.numeric):
+            v = domain.scale(column, public.numeric[column][picks])
+            nulls[:, j] = np.where(np.isnan(v), 0.9, 0.05)
+            values[:, j] = np.where(np.isnan(v), values[:, j], v)
+    else:
+        for m in first:
+            if isinstance(m.query, Intervals):
+                j = layout.numeric.index(m.query.columns[0])
+                values[:, j], nulls[:, j] = _draw_values(m, n, rng)
+    nullable = tuple(c in domain.nullable for c in layout.numeric)
+    return relaxed.new_table(xp, cats, values, nulls, nullable), members
+
+
+def _draw_values(m: Measurement, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """n scaled values drawn from noisy interval counts of one column (negative counts as 0), uniformly
+    within their interval ([-MARGIN, c_1], ..., [c_k, 1 + MARGIN]), and null probabilities (0.9 for a
+    draw of the null slot)."""
+    counts = np.clip(np.asarray(m.noisy, dtype=np.float64).reshape(-1, len(m.query.cuts) + 2).sum(axis=0), 0, None)
+    slot = rng.choice(len(counts), size=n, p=counts / counts.sum()) if counts.sum() > 0 else \
+        rng.integers(0, len(counts) - 1, n)
+    edges = np.concatenate([[-relaxed.MARGIN], m.query.cuts, [1.0 + relaxed.MARGIN]])
+    low, high = edges[np.minimum(slot, len(edges) - 2)], edges[np.minimum(slot, len(edges) - 2) + 1]
+    values = low + rng.random(n) * (high - low)
+    return values, np.where(slot == len(counts) - 1, 0.9, 0.05)
+
+
+def _quantile_cuts(values: np.ndarray, k: int = CUTS, low: float = 0.0, high: float = 1.0) -> tuple[float, ...]:
+    """About k cuts at quantiles of ``values`` (the relaxed table's: public), inside [low, high): never
+    inside the margins where the relaxed values of a spike at a bound wait to be clipped."""
+    return _strict(np.clip(np.quantile(values, np.linspace(0, 1, k + 2)[1:-1]), low, np.nextafter(high, low)))
+
+
+def _candidates(layout: _Layout, table: relaxed.RelaxedTable, options: RapOptions, rng: np.random.Generator) -> list:
+    """This round's candidate queries (public: built from the domain, the relaxed table and ``rng``):
+    categorical 1- and 2-way marginals (3-way with the target), group × column marginals, interval
+    counts of each numeric column alone and per value of each categorical column, along random
+    directions over pairs of numeric columns, and (with a target) along random directions over all
+    numeric columns per target value; only those of at most ``max_cells`` cells × slots."""
+    domain = layout.domain
+    values = relaxed.to_numpy(table.values).astype(np.float64)
+    free, numeric, target = layout.free, layout.numeric, options.target
+    out: list = [Marginal((c,)) for c in free]
+    out += [Marginal(pair) for pair in itertools.combinations(free, 2)]
+    if target is not None:
+        out += [Marginal(pair + (target,)) for pair in itertools.combinations([c for c in free if c != target], 2)]
+    if layout.groups:
+        out += [Marginal(layout.groups + (c,)) for c in free]
+    for j, column in enumerate(numeric):
+        cuts = _quantile_cuts(values[:, j])
+        out += [Intervals((column,), (1.0,), cuts, by) for by in [()] + [(c,) for c in free]]
+        if layout.groups:
+            out.append(Intervals((column,), (1.0,), cuts, layout.groups))
+    for a, b in itertools.combinations(range(len(numeric)), 2):
+        angle = rng.uniform(0, math.pi)
+        w = (math.cos(angle), math.sin(angle))
+        out.append(Intervals((numeric[a], numeric[b]), w, _quantile_cuts(values[:, [a, b]] @ np.array(w),
+                                                                          low=min(0.0, w[1]), high=w[0] + max(0.0, w[1]))))
+    if target is not None and numeric:
+        for _ in range(DIRECTIONS):
+            w = rng.normal(size=len(numeric))
+            w /= np.linalg.norm(w)
+            out.append(Intervals(tuple(numeric), tuple(float(x) for x in w),
+                                 _quantile_cuts(values @ w, low=w.clip(None, 0).sum(), high=w.clip(0).sum()),
+                                 (target,)))
+    return [q for q in out if int(np.prod(q.shape(domain))) <= options.max_cells]
+
+
+def _round(private: PrivateTable, layout: _Layout, table: relaxed.RelaxedTable, total: float, rho: float,
+           options: RapOptions, rng: np.random.Generator, t: int) -> list[Measurement]:
+    """One round: choose ``per_round`` candidates by the exponential mechanism (SELECT_SHARE of ``rho``),
+    measure each with an equal share of the rest.  Privacy cost: ``rho``."""
+    candidates = _candidates(layout, table, options, rng)
+    if not candidates:
+        log.warning("rap round %d: no candidate fits --max-cells %d; nothing measured", t + 1, options.max_cells)
+        return []
+    k = min(options.per_round, len(candidates))
+    rho_each = rho * (1 - SELECT_SHARE) / k
+    references = [total * a.reshape(q.shape(layout.domain)) for q, a in
+                  zip(candidates, relaxed.answers(table, [layout.relaxed(q) for q in candidates], MAX_BETA))]
+    penalties = [math.sqrt(2 / math.pi) * private.sensitivity(q).l2 / math.sqrt(2 * rho_each) *
+                 int(np.prod(q.shape(layout.domain))) for q in candidates]
+    chosen = private.select(candidates, references, rho * SELECT_SHARE, k=k, penalties=penalties,
+                            label=f"rap round {t + 1}: {k} of {len(candidates)} queries")
+    return [private.measure(candidates[i], rho_each) for i in chosen.chosen]
+
+
+def _kind(query) -> str:
+    if isinstance(query, Marginal):
+        return f"{len(query.attrs)}-way marginals"
+    if len(query.columns) > 1:
+        return "linear thresholds" if query.by else "numeric-pair projections"
+    return "mixed marginals" if query.by else "numeric 1-way interval counts"
+
+
+def _records(layout: _Layout, domain, table: relaxed.RelaxedTable, members: list[np.ndarray], sizes: np.ndarray,
+             rng: np.random.Generator) -> SynthesisResult:
+    """Each group's rows of output drawn from its relaxed rows in turn (each draw afresh); codes for the
+    categorical columns (0 for those the release sets later) and raw values for the numeric ones."""
+    rows = np.concatenate([m[np.arange(s) % len(m)] for m, s in zip(members, sizes) if s > 0 and len(m)] or
+                          [np.zeros(0, dtype=np.int64)])
+    cat_codes, values = relaxed.sample(table, rows, rng)
+    codes = np.zeros((len(rows), len(domain.names)), dtype=np.int32)
+    for column, c in zip(layout.categorical, cat_codes):
+        codes[:, domain.index(column)] = c
+    raw = {}
+    for j, column in enumerate(layout.numeric):
+        low, high = domain.ranges[column]
+        raw[column] = low + values[:, j] * (high - low)
+    return SynthesisResult(codes, raw)
+
+
+METHOD = Method("rap", "RAP++: relaxed adaptive projection; numeric columns as raw values without bins "
+                       "(mixed marginals, linear thresholds), CPU or GPU", synthesize, RapOptions, check)
