@@ -308,7 +308,8 @@ def synthesize_run(table: EncodedTable, encoder: Encoder, public: PublicData | N
         codes = finish(codes, domain, group_columns, structure.boxes, structure.derivations,
                        structure.null_links, structure.group_level, private.released, ctx.rng,
                        fixed=tuple(group_values))
-        for column in set(result.raw) - set(group_values):  # a value whose bin finishing changed: drawn anew
+        # a raw value whose bin finishing changed is drawn anew in its new bin
+        for column in [c for c in result.raw if c not in group_values]:
             coder, j = encoder.coder(column), domain.index(column)
             moved = coder.encode(raw[column]) != codes[:, j]
             if moved.any():

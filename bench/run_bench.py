@@ -129,7 +129,7 @@ def adult_raw() -> Dataset:
     """UCI Adult as published (adult.data, 32,561 rows): six integer numeric columns with the documented
     ranges, category sets from the file (private-pgm's convention), no groups, delta 1e-9, target income."""
     text = pd.read_csv(SHARED / "uci_adult" / "adult.data", header=None, names=list(ADULT_COLUMNS), dtype=str,
-                       skipinitialspace=True, keep_default_na=False).dropna()
+                       skipinitialspace=True, keep_default_na=False)
     text = text[text["income"] != ""].reset_index(drop=True)
     schema = {c: ({"dtype": "int", "min": ADULT_RANGES[c][0], "max": ADULT_RANGES[c][1]} if c in ADULT_RANGES
                   else {"dtype": "str", "values": sorted(text[c].unique())}) for c in ADULT_COLUMNS}

@@ -47,6 +47,7 @@ class MixedWorkload:
                  if a in self.numeric or b in self.numeric]
         self.marginals = []  # (column, value or threshold) pairs
         values = _numbers(real, self.numeric)
+        labels = {c: _labels(real, c) for c in others if c not in self.numeric}
         for _ in range(queries if pairs and len(real) else 0):
             query = []
             for column in pairs[rng.integers(len(pairs))]:
@@ -55,7 +56,7 @@ class MixedWorkload:
                     v = v[~np.isnan(v)]
                     query.append((column, float(np.quantile(v, rng.random())) if len(v) else 0.0))
                 else:
-                    query.append((column, _labels(real, column)[rng.integers(len(real))]))
+                    query.append((column, labels[column][rng.integers(len(real))]))
             self.marginals.append(tuple(query))
         self.target = target if target is not None and self.numeric and len(real) else None
         self.thresholds = []  # (target value, direction, threshold)
@@ -63,12 +64,12 @@ class MixedWorkload:
             self.mean = np.nanmean(values, axis=0)
             self.scale = np.where(np.nanstd(values, axis=0) > 0, np.nanstd(values, axis=0), 1.0)
             z = (values - self.mean) / self.scale
-            labels = _labels(real, self.target)
+            target_labels = labels[self.target] if self.target in labels else _labels(real, self.target)
             for _ in range(queries):
                 w = rng.normal(size=len(self.numeric)) / np.sqrt(len(self.numeric))
                 p = z @ w
                 p = p[~np.isnan(p)]
-                self.thresholds.append((labels[rng.integers(len(real))], w,
+                self.thresholds.append((target_labels[rng.integers(len(real))], w,
                                         float(np.quantile(p, rng.random())) if len(p) else 0.0))
         self.real = self._answers(real)
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 import string
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -80,21 +80,14 @@ class RelaxedQuery:
         return len(self.cuts) + 2 if self.columns else 1
 
 
-@dataclass
+@dataclass(frozen=True)
 class Fit:
-    """A query with its target answer (fractions, shape cells × slots) and the weight of its squared error."""
+    """A query with its target answer (host array of fractions, cells × slots) and the weight of its
+    squared error."""
 
     query: RelaxedQuery
     target: np.ndarray
     weight: float
-    _copies: dict = field(default_factory=dict, repr=False)
-
-    def on(self, xp, dtype):
-        """The target as an array of backend ``xp`` (made once per backend and dtype)."""
-        key = (xp.__name__, np.dtype(dtype).str)
-        if key not in self._copies:
-            self._copies[key] = xp.asarray(np.asarray(self.target, dtype=np.float64)).astype(dtype)
-        return self._copies[key]
 
 
 @dataclass
@@ -114,6 +107,12 @@ class RelaxedTable:
     @property
     def rows(self) -> int:
         return int(self.values.shape[0])
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        """The number of categories of each categorical column."""
+        return tuple(int((self.frozen[i] if logits is None else logits).shape[1])
+                     for i, logits in enumerate(self.logits))
 
     def probabilities(self) -> list:
         """Per categorical column, its n × k probabilities."""
@@ -184,19 +183,19 @@ class Workload:
     """A list of queries compiled into index arrays, so that one pass of a few matrix products
     answers them all.  Interval queries share one projection matrix W (numeric columns × axes),
     one row of cuts and one soft-membership matrix; queries with the same ``by`` share one row
-    factor and one product with the memberships."""
+    factor and one product with the memberships.  Given ``fits`` (one per query), their targets
+    and weights are laid out the same way, on the table's backend, once."""
 
-    def __init__(self, table: RelaxedTable, queries: list[RelaxedQuery]):
+    def __init__(self, table: RelaxedTable, queries: list[RelaxedQuery], fits: list[Fit] | None = None):
         xp, dtype, r = table.xp, table.values.dtype, table.values.shape[1]
-        self.queries = list(queries)
-        interval = [i for i, q in enumerate(self.queries) if q.columns]
+        interval = [i for i, q in enumerate(queries) if q.columns]
         a_count = len(interval)
         w, c = np.zeros((r, a_count)), np.zeros((r, a_count))
         cuts, cut_axis, up, lo, pos_a, slot_axis = [], [], [], [], [], []
-        start_slot, first_cut, total_cuts = {}, 0, sum(len(self.queries[i].cuts) for i in interval)
+        start_slot, first_cut, total_cuts = {}, 0, sum(len(queries[i].cuts) for i in interval)
         zero, one = total_cuts, total_cuts + 1  # columns of [S | 0 | 1]
         for a, i in enumerate(interval):
-            q = self.queries[i]
+            q = queries[i]
             w[list(q.columns), a] = q.direction
             c[list(q.columns), a] = 1.0
             k = len(q.cuts)
@@ -220,11 +219,10 @@ class Workload:
         # sums of slot and cut columns per axis, as products with 0/1 matrices
         self.slot_sum = xp.asarray((np.asarray(slot_axis)[:, None] == np.arange(a_count)[None, :]).astype(dtype))
         self.cut_sum = xp.asarray((np.asarray(cut_axis)[:, None] == np.arange(a_count)[None, :]).astype(dtype))
-        self.targets: dict = {}  # per by: the fits' targets and weights (set by loss_and_grads)
         # interval queries by ``by``, with their columns of M = [interval slots | null slots]; marginals by ``by``
         self.groups: dict[tuple[int, ...], tuple[list[int], object]] = {}
         self.marginals: dict[tuple[int, ...], list[int]] = {}
-        for i, q in enumerate(self.queries):
+        for i, q in enumerate(queries):
             if not q.columns:
                 self.marginals.setdefault(q.by, []).append(i)
                 continue
@@ -234,6 +232,10 @@ class Workload:
             columns += list(range(start_slot[i], start_slot[i] + len(q.cuts) + 1)) + [self.slots + a]
         self.groups = {by: (members, xp.asarray(np.asarray(columns, dtype=np.int64)))
                        for by, (members, columns) in self.groups.items()}
+        self.targets = {} if fits is None else {  # per marginal / interval group: targets and weights
+            **{("marginal", by): _marginal_targets(xp, table, [fits[i] for i in members])
+               for by, members in self.marginals.items()},
+            **{by: _targets(xp, [fits[i] for i in members], dtype) for by, (members, _) in self.groups.items()}}
 
     def memberships(self, table: RelaxedTable, nulls, beta: float):
         """(slots + axes) × n soft memberships [interval slots | null slots] (one row per slot: the
@@ -313,9 +315,9 @@ def answers(table: RelaxedTable, queries: list[RelaxedQuery], beta: float) -> li
 def loss_and_grads(table: RelaxedTable, fits: list[Fit], beta: float,
                    work: Workload | None = None) -> tuple[float, dict]:
     """sum_q w_q ||q(table) - target_q||² and its gradients by parameter name ("cat{i}", "values",
-    "nulls"); ``work``: the fits' queries compiled (``Workload``), when the caller keeps one."""
+    "nulls"); ``work``: the fits compiled (``Workload(table, queries, fits)``), when the caller keeps one."""
     xp, n = table.xp, table.rows
-    work = work or Workload(table, [f.query for f in fits])
+    work = work or Workload(table, [f.query for f in fits], fits)
     probs, nulls = table.probabilities(), table.null_probabilities()
     member, saved = work.memberships(table, nulls, beta)
     d_probs: list = [None] * len(probs)
@@ -326,8 +328,6 @@ def loss_and_grads(table: RelaxedTable, fits: list[Fit], beta: float,
     loss = 0.0
     for by, members in work.marginals.items():
         a = _marginal(xp, probs, by, n)
-        if ("marginal", by) not in work.targets:
-            work.targets[("marginal", by)] = _marginal_targets(xp, [fits[i] for i in members], a)
         target, weight = work.targets[("marginal", by)]
         residual = a[None] - target  # fits × cells
         loss = loss + (weight * residual ** 2).sum()
@@ -336,8 +336,6 @@ def loss_and_grads(table: RelaxedTable, fits: list[Fit], beta: float,
     d_member = xp.zeros_like(member) if member is not None else None
     for by, (members, columns) in work.groups.items():
         f = _row_factor(xp, probs, by, n)
-        if by not in work.targets:
-            work.targets[by] = _targets(xp, [fits[i] for i in members], f.dtype)
         target, weight = work.targets[by]
         selected = member[columns]
         residual = selected @ f / n - target  # slots × cells
@@ -355,18 +353,20 @@ def loss_and_grads(table: RelaxedTable, fits: list[Fit], beta: float,
     return float(loss), grads
 
 
-def _marginal_targets(xp, fits: list[Fit], answer):
-    """The targets of fits of one marginal, stacked (fits × its cells shape), and their weights (fits × 1...)."""
-    targets = xp.stack([f.on(xp, answer.dtype).reshape(answer.shape) for f in fits])
-    weights = xp.asarray(np.array([f.weight for f in fits], dtype=np.float64).astype(answer.dtype))
-    return targets, weights.reshape((-1,) + (1,) * answer.ndim)
+def _marginal_targets(xp, table: RelaxedTable, fits: list[Fit]):
+    """The targets of fits of one marginal, stacked (fits × the marginal's cells shape), and their weights."""
+    shape = tuple(table.sizes[b] for b in fits[0].query.by)
+    dtype = table.values.dtype
+    targets = np.stack([np.asarray(f.target, dtype=np.float64).reshape(shape) for f in fits])
+    weights = np.array([f.weight for f in fits], dtype=np.float64).reshape((-1,) + (1,) * len(shape))
+    return xp.asarray(targets.astype(dtype)), xp.asarray(weights.astype(dtype))
 
 
 def _targets(xp, fits: list[Fit], dtype):
     """The fits' targets stacked (their slots × cells) and a matching column of weights."""
-    targets = [f.on(xp, dtype).reshape(-1, f.query.slots).T for f in fits]
+    targets = np.concatenate([np.asarray(f.target, dtype=np.float64).reshape(-1, f.query.slots).T for f in fits])
     weights = np.concatenate([np.full(f.query.slots, f.weight) for f in fits])
-    return xp.concatenate(targets, axis=0), xp.asarray(weights.astype(dtype))[:, None]
+    return xp.asarray(targets.astype(dtype)), xp.asarray(weights.astype(dtype))[:, None]
 
 
 def _parameter(table: RelaxedTable, name: str):
@@ -395,15 +395,13 @@ def project(table: RelaxedTable, fits: list[Fit], beta: float = 8.0, max_beta: f
     ``tolerance`` times the first one; step size ``lr`` for logits, and for numeric values (in [0, 1])
     ``value_lr`` at the first temperature, shrinking as 1/beta with the sigmoids' width (larger steps
     at a steep sigmoid throw values back and forth across the cuts and, clipped, onto the bounds).
-    Changes ``table`` in place; returns the final loss (at max_beta), the steps taken and the
-    temperatures used."""
+    Changes ``table`` in place; returns the final loss (at max_beta) and the steps taken."""
     xp = table.xp
     b1, b2, eps = 0.9, 0.999, 1e-8
-    first, taken, temperatures, adam = None, 0, 0, {}
-    work = Workload(table, [f.query for f in fits])
+    first, taken, adam = None, 0, {}
+    work = Workload(table, [f.query for f in fits], fits)
     start = beta
     while True:
-        temperatures += 1
         for _ in range(steps):
             loss, grads = loss_and_grads(table, fits, beta, work)
             norm = _grad_norm(grads)
@@ -424,7 +422,7 @@ def project(table: RelaxedTable, fits: list[Fit], beta: float = 8.0, max_beta: f
             break
         beta = min(2 * beta, max_beta)
     loss, _ = loss_and_grads(table, fits, beta, work)
-    return {"loss": loss, "steps": taken, "temperatures": temperatures, "beta": beta}
+    return {"loss": loss, "steps": taken}
 
 
 def sample(table: RelaxedTable, rows: np.ndarray, rng: np.random.Generator) -> tuple[list[np.ndarray], np.ndarray]:

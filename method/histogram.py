@@ -15,6 +15,7 @@ import logging
 
 import numpy as np
 
+from lib.consistency import common_total
 from lib.marginals import clip_and_normalise
 from lib.privacy.private_table import PrivateTable
 from lib.privacy.queries import Marginal
@@ -58,9 +59,7 @@ def _sample(ctx: RunContext, counts, marginals) -> np.ndarray:
     if groups:
         per_group = np.clip(np.rint(counts.noisy.ravel()), 0, None)
     else:  # inverse-variance weighted mean of the marginals' noisy totals (post-processing)
-        weights = np.array([1.0 / (m.noisy.size * m.sigma ** 2) for m in marginals])
-        totals = np.array([m.total for m in marginals])
-        per_group = np.array([max(0.0, np.rint(weights @ totals / weights.sum()))])
+        per_group = np.array([np.rint(common_total([m.noisy for m in marginals], [m.sigma for m in marginals]))])
     per_group = group_sizes(per_group, ctx.max_records)
 
     n = int(per_group.sum())

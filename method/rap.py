@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lib import relaxed
+from lib.consistency import common_total
 from lib.privacy.private_table import Measurement, PrivateTable
 from lib.privacy.queries import Intervals, Marginal
 from lib.progress import progress
@@ -76,7 +77,7 @@ def check(options: RapOptions, schema) -> list[str]:
     if options.target is not None:
         if options.target not in schema.names:
             problems.append(f"--target {options.target}: not a schema column")
-        elif schema.column(options.target).kind != "categorical":
+        elif schema.column(options.target).values is None:  # a numeric column (categorical ones list values)
             problems.append(f"--target {options.target} must be a categorical column")
     try:
         relaxed.array_module(options.device)
@@ -145,7 +146,8 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
         by = (options.target,) if options.target is not None and columns != [options.target] else ()
         first = [private.measure(_one_way(c, domain, public, by), rho_one_way / len(columns)) for c in columns] \
             if columns else []
-    total = _total(([counts] if counts else []) + first)
+    measured = ([counts] if counts else []) + first  # each counts every row once
+    total = common_total([m.noisy for m in measured], [m.sigma for m in measured])
     sizes = group_sizes(counts.noisy.ravel() if counts else np.array([total]), ctx.max_records)
     reference = first[0].sigma if first else 1.0  # weights are relative to the first 1-way answer's variance
     with ctx.timed("projecting"):
@@ -171,11 +173,11 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
 
 
 def _one_way(column: str, domain, public: PublicData | None, by: tuple[str, ...] = ()):
-    """A column's first measurement: its counts, or a numeric column's interval counts (module doc), per
-    value of ``by`` (the target, whose own counts they then include)."""
+    """A column's first measurement: a categorical column's counts per cell of ``by`` (the target, whose
+    own counts they then include), or a numeric column's interval counts (module doc), alone: per target
+    value its fine intervals would carry twice the noise."""
     if not domain.is_numeric(column):
         return Marginal((column,) + by)
-    by = ()  # a numeric column's fine intervals alone: per target value they would carry twice the noise
     cuts = np.linspace(0, 1, FINE_INTERVALS + 1)
     if public is not None:
         values = domain.scale(column, public.numeric[column])
@@ -183,20 +185,13 @@ def _one_way(column: str, domain, public: PublicData | None, by: tuple[str, ...]
         if len(np.unique(values)) > FINE_INTERVALS:
             cuts = np.quantile(values, np.linspace(0, 1, FINE_INTERVALS + 1))
     cuts[-1] = np.nextafter(1.0, 0.0)  # with the cut at 0: spikes at either bound get slots of their own
-    return Intervals((column,), (1.0,), _strict(np.concatenate([[0.0], cuts])), by)
+    return Intervals((column,), (1.0,), _strict(np.concatenate([[0.0], cuts])))
 
 
 def _strict(cuts: np.ndarray) -> tuple[float, ...]:
     """Sorted distinct cuts as a tuple of floats (at least one)."""
     cuts = np.unique(np.asarray(cuts, dtype=np.float64))
     return tuple(float(c) for c in cuts) if len(cuts) else (0.5,)
-
-
-def _total(measurements: list[Measurement]) -> float:
-    """Inverse-variance weighted mean of the measurements' noisy totals (each counts every row once)."""
-    weights = np.array([1.0 / (m.noisy.size * m.sigma ** 2) for m in measurements])
-    totals = np.array([m.total for m in measurements])
-    return max(1.0, float(weights @ totals / weights.sum()))
 
 
 def _fit(layout: _Layout, m: Measurement, total: float, reference_sigma: float) -> relaxed.Fit:
@@ -274,6 +269,14 @@ def _quantile_cuts(values: np.ndarray, k: int = CUTS, low: float = 0.0, high: fl
     return _strict(np.clip(np.quantile(values, np.linspace(0, 1, k + 2)[1:-1]), low, np.nextafter(high, low)))
 
 
+def _projection(values: np.ndarray, columns: tuple[int, ...], w: np.ndarray, numeric: list[str],
+                by: tuple[str, ...] = ()) -> Intervals:
+    """Interval counts of w·x over numeric ``columns`` (positions), cut at quantiles of the relaxed
+    values' projections inside the range w·x takes over [0, 1]^p."""
+    cuts = _quantile_cuts(values[:, list(columns)] @ w, low=float(w.clip(None, 0).sum()), high=float(w.clip(0).sum()))
+    return Intervals(tuple(numeric[j] for j in columns), tuple(float(x) for x in w), cuts, by)
+
+
 def _candidates(layout: _Layout, table: relaxed.RelaxedTable, options: RapOptions, rng: np.random.Generator) -> list:
     """This round's candidate queries (public: built from the domain, the relaxed table and ``rng``):
     categorical 1- and 2-way marginals (3-way with the target), group × column marginals, interval
@@ -297,15 +300,11 @@ def _candidates(layout: _Layout, table: relaxed.RelaxedTable, options: RapOption
     for a, b in itertools.combinations(range(len(numeric)), 2):
         angle = rng.uniform(0, math.pi)
         w = (math.cos(angle), math.sin(angle))
-        out.append(Intervals((numeric[a], numeric[b]), w, _quantile_cuts(values[:, [a, b]] @ np.array(w),
-                                                                          low=min(0.0, w[1]), high=w[0] + max(0.0, w[1]))))
+        out.append(_projection(values, (a, b), np.array(w), numeric))
     if target is not None and numeric:
         for _ in range(DIRECTIONS):
             w = rng.normal(size=len(numeric))
-            w /= np.linalg.norm(w)
-            out.append(Intervals(tuple(numeric), tuple(float(x) for x in w),
-                                 _quantile_cuts(values @ w, low=w.clip(None, 0).sum(), high=w.clip(0).sum()),
-                                 (target,)))
+            out.append(_projection(values, tuple(range(len(numeric))), w / np.linalg.norm(w), numeric, (target,)))
     return [q for q in out if int(np.prod(q.shape(domain))) <= options.max_cells]
 
 

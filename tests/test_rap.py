@@ -150,6 +150,7 @@ def test_groups_get_their_noisy_sizes():
     params = dict(params, runs=params["runs"][:1])
     (run,) = release(frame, params, None, "rap", OPTIONS, seed=1, group_columns=("SEX",))
     assert run.ledger.charges[0].step.startswith("group counts")
+    assert sum(c.rho for c in run.ledger.charges) == pytest.approx(run.ledger.budget, rel=1e-9)
     assert set(run.table["SEX"].astype(str)) == {"F", "M"}
 
 
