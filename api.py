@@ -48,6 +48,9 @@ from method import METHODS
 from method.base import Method, OptionError, PublicData, RunContext, SynthesisResult
 from method.group_values import SHARE as GROUP_VALUE_SHARE
 from method.group_values import measure_group_values
+from method.reweight import GAMMA as REWEIGHT_GAMMA
+from method.reweight import SHARE as REWEIGHT_SHARE
+from method.reweight import ReweightSpec, parse_reweight, reweight
 from method.structure import finish
 
 log = logging.getLogger("dpsyn")
@@ -91,7 +94,8 @@ def release(private: pd.DataFrame | str | Path, params: Mapping | str | Path | S
             id_column: str | None = None, group_columns: Sequence[str] | None = None, jobs: int = 1,
             on_invalid: str = "error", bins: int = DEFAULT_BINS, show_private_counts: bool = False,
             derive: bool = True, distinct_per_individual: Sequence[str] | None = None,
-            output: str | Path | None = None) -> list[RunRelease]:
+            reweight: str | Sequence[str] | None = None, reweight_share: float = REWEIGHT_SHARE,
+            reweight_gamma: float = REWEIGHT_GAMMA, output: str | Path | None = None) -> list[RunRelease]:
     """One synthetic table per run of ``params`` (a parameters dict, a path to one, or a Schema).
 
     ``private`` / ``public``: a DataFrame (any dtypes; missing cells are missing values) or a
@@ -106,8 +110,11 @@ def release(private: pd.DataFrame | str | Path, params: Mapping | str | Path | S
     after synthesis (False: synthesize every column as it is; edit rules hold either way);
     ``distinct_per_individual``: categorical columns in which no two rows of one individual
     agree (default: the parameters' ``distinct_per_individual``), enforced by bounding when
-    rows have ids, taken as declared otherwise, as theta is; ``output``: also write the
-    submission CSV there and one ledger JSON per run beside it.
+    rows have ids, taken as declared otherwise, as theta is; ``reweight``: measures to
+    resample the method's rows toward (method/reweight.py: ``moments:COLS``,
+    ``marginals:A×B,...``), measured with ``reweight_share`` of each run's rho, tolerance
+    ``reweight_gamma``; ``output``: also write the submission CSV there and one ledger JSON
+    per run beside it.
 
     Privacy: each run is (epsilon, delta)-DP for one individual with up to theta rows, as
     its ledger records (PRIVACY.md).  Bad input raises one of ``BAD_INPUT``, before anything
@@ -123,6 +130,8 @@ def release(private: pd.DataFrame | str | Path, params: Mapping | str | Path | S
         raise OptionError(problems)
     groups = _check_settings(schema, group_columns, id_column, jobs, on_invalid, bins)
     distinct = _distinct(schema, distinct_per_individual)
+    reweighting = None if reweight is None else parse_reweight(
+        reweight, schema.names, [c.name for c in schema.columns if c.kind == NUMERIC], reweight_share, reweight_gamma)
     if output is not None:
         output = check_writable(Path(output))
     seed_seq = _seed_sequence(seed)
@@ -135,7 +144,8 @@ def release(private: pd.DataFrame | str | Path, params: Mapping | str | Path | S
     releases = []
     with log_above_bars(log), progress(len(runs), "runs", "run", log) as bar:
         for run, run_seeds in zip(runs, seeds):
-            releases.append(_release_run(data, run, spec, method_options, groups, jobs, run_seeds, distinct))
+            releases.append(_release_run(data, run, spec, method_options, groups, jobs, run_seeds, distinct,
+                                         reweighting))
             bar.update()
     if output is not None:
         write_release(releases, data.schema, output, data.id_column)
@@ -276,12 +286,13 @@ class RunOutput:
 def synthesize_run(table: EncodedTable, encoder: Encoder, public: PublicData | None, run: Run, spec: Method,
                    options, group_columns: tuple[str, ...], jobs: int,
                    seeds: list[np.random.SeedSequence], structure: Structure = Structure(),
-                   distinct: tuple[str, ...] = ()) -> RunOutput:
+                   distinct: tuple[str, ...] = (), reweighting: ReweightSpec | None = None) -> RunOutput:
     """Build the run's private table (bounding, ledger, its own noise generator, the columns
     ``distinct`` per individual) and let the method
-    spend exactly this run's budget through it, then make its codes meet ``structure``
-    (method/structure.py: post-processing).  ``seeds``: bounding, noise, synthesis (decoding is
-    the fourth, used by the caller)."""
+    spend exactly this run's budget through it (less ``reweighting.share``, held for that stage),
+    then make its codes meet ``structure`` (method/structure.py: post-processing) and, with
+    ``reweighting``, resample its rows (method/reweight.py, which spends the held share).
+    ``seeds``: bounding, noise, synthesis (decoding is the fourth, used by the caller)."""
     ledger, domain = Ledger(run.epsilon, run.delta), encoder.domain
     start = time.perf_counter()
     private = PrivateTable(table.codes, table.numeric, domain, run.max_records_per_individual, ledger,
@@ -295,7 +306,8 @@ def synthesize_run(table: EncodedTable, encoder: Encoder, public: PublicData | N
                      boxes=Boxes(tuple(b for b in structure.boxes.boxes if not skipped & set(b.columns))))
     with ctx.timed("measuring"):
         group_values = _measure_group_values(private, encoder, structure)
-    result = spec.synthesize(private, public, ctx, options)
+    with private.holding(reweighting.share * private.budget if reweighting else 0.0):
+        result = spec.synthesize(private, public, ctx, options)
     with ctx.timed("structure"):
         codes, raw = np.array(result.codes, dtype=np.int32, copy=True), dict(result.raw)
         for column in raw:  # values synthesized without bins: on the column's grid, then their bins
@@ -315,6 +327,13 @@ def synthesize_run(table: EncodedTable, encoder: Encoder, public: PublicData | N
             if moved.any():
                 raw[column] = raw[column].copy()
                 raw[column][moved] = coder.decode(codes[moved, j], ctx.rng)
+    if reweighting is not None:
+        with ctx.timed("reweighting"):
+            for column in domain.ranges:  # every numeric value drawn now, so that the rows kept keep it
+                if column not in raw:
+                    raw[column] = encoder.coder(column).decode(codes[:, domain.index(column)], ctx.rng)
+            kept = reweight(private, codes, raw, ctx, reweighting).rows
+            codes, raw = codes[kept], {column: values[kept] for column, values in raw.items()}
     return RunOutput(SynthesisResult(codes, raw), ledger, private.released, {"bounding": bounding, **ctx.timings})
 
 
@@ -334,9 +353,9 @@ def _measure_group_values(private: PrivateTable, encoder: Encoder, structure: St
 
 
 def _release_run(data: Prepared, run: Run, spec: Method, options, group_columns, jobs, seeds,
-                 distinct: tuple[str, ...]) -> RunRelease:
+                 distinct: tuple[str, ...], reweighting: ReweightSpec | None) -> RunRelease:
     out = synthesize_run(data.table, data.encoder, data.public, run, spec, options, group_columns, jobs, seeds,
-                         data.structure, distinct)
+                         data.structure, distinct, reweighting)
     start = time.perf_counter()
     typed = decode_release(data.encoder, out.result, data.structure, np.random.default_rng(seeds[3]))
     broken = {rule: n for rule, n in violations(typed, data.schema.rules,

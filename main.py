@@ -24,6 +24,8 @@ from dataloader.submission import check_submission
 from dataloader.writing import StagedFiles, check_writable
 from method import METHODS
 from method.base import OptionError, flag
+from method.reweight import GAMMA as REWEIGHT_GAMMA
+from method.reweight import SHARE as REWEIGHT_SHARE
 
 COMMANDS = ("synthesize", "validate", "score", "report")
 OPTION_PREFIX = "method_option_"
@@ -79,6 +81,15 @@ def build_parser() -> argparse.ArgumentParser:
                      help="say how many private rows had values outside the schema (exact private counts: the "
                           "log is then for the curator's eyes only); by default the log names columns and "
                           "problems but no counts")
+    syn.add_argument("--reweight", action="append", default=None, metavar="SPEC",
+                     help="after synthesis, resample the rows toward noisy answers of these measures: "
+                          "'moments:COLS' (means and correlations of numeric columns; 'moments:*' for all of "
+                          "them) or 'marginals:A×B,C,...' (1- and 2-way; '*' also joins columns); several "
+                          "joined with ';' or by repeating the flag")
+    syn.add_argument("--reweight-share", type=float, default=REWEIGHT_SHARE,
+                     help="with --reweight: share of each run's budget spent measuring them")
+    syn.add_argument("--reweight-gamma", type=float, default=REWEIGHT_GAMMA,
+                     help="with --reweight: tolerance on each matched answer (the tilt's l1 weight)")
     loudness = syn.add_mutually_exclusive_group()
     loudness.add_argument("--quiet", action="store_true", help="only warnings and errors on stderr")
     loudness.add_argument("--verbose", action="store_true",
@@ -206,6 +217,7 @@ def synthesize_command(args) -> int:
                    id_column=args.id_column, group_columns=_column_list(args.group_columns), jobs=args.jobs,
                    on_invalid=args.on_invalid, bins=args.bins, show_private_counts=args.show_private_counts,
                    derive=not args.no_derive, distinct_per_individual=_column_list(args.distinct_per_individual),
+                   reweight=args.reweight, reweight_share=args.reweight_share, reweight_gamma=args.reweight_gamma,
                    output=args.output)
     for path in [args.output] + [ledger_path(args.output, r.epsilon) for r in runs]:
         print(path)

@@ -61,11 +61,15 @@ from dataloader.encoding import Encoder  # noqa: E402
 from dataloader.reading import public_ranges, read_csv_text, validate  # noqa: E402
 from dataloader.schema import parse_schema  # noqa: E402
 from evaluation.scoring import EvaluationOptions, Evaluator  # noqa: E402
+from method.reweight import SHARE as REWEIGHT_SHARE  # noqa: E402
 
 SHARED = ROOT.parent / "shared" / "data"
 VARIANTS = {"histogram": ("histogram", {}), "dpsyn": ("dpsyn", {}), "dpsyn-select": ("dpsyn", {"marginals": "select"}),
             "dpsyn-writeup": ("dpsyn", {"planner": "write-up"}), "dpsyn-adaptive": ("dpsyn", {"regime": "adaptive"}),
-            "rap": ("rap", {})}  # rap also gets the dataset's target (--target)
+            "rap": ("rap", {}),
+            "dpsyn+reweight": ("dpsyn", {}), "rap+reweight": ("rap", {}),  # --reweight moments:* (--reweight-share)
+            "superquail": ("superquail", {}), "superquail-bal": ("superquail", {"fair": "bal"})}
+# rap and superquail get the dataset's target; superquail-bal also its sensitive column
 PEERS = ("mst", "aim")  # bench/peers.py; needs requirements-bench.txt
 
 
@@ -82,6 +86,7 @@ class Dataset:
     id_column: str | None = None  # the private table's individual ids (dropped for scoring)
     theta: int = 1
     distinct: tuple[str, ...] = ()  # distinct_per_individual
+    sensitive: str | None = None    # groups for per-group error rates (and superquail-bal's --sensitive)
 
     def params(self, epsilon: float) -> dict:
         return {"runs": [{"epsilon": epsilon, "delta": self.delta, "max_records": 10 ** 7,
@@ -115,7 +120,7 @@ def adult() -> Dataset:
     domain = json.loads((folder / "adult-domain.json").read_text())
     text = pd.read_csv(folder / "adult.csv", dtype=str)[list(domain)]
     return Dataset("adult", {c: {"dtype": "int", "values": list(range(k))} for c, k in domain.items()}, text, None,
-                   (), 1e-9, "income>50K")
+                   (), 1e-9, "income>50K", sensitive="race")
 
 
 ADULT_COLUMNS = ("age", "workclass", "fnlwgt", "education", "education-num", "marital-status", "occupation",
@@ -180,6 +185,8 @@ def sprint2(rows: int = 100_000) -> Dataset:
 DATASETS = {"demo": demo, "adult": adult, "adult_raw": adult_raw, "ct_drug_deaths": ct_drug_deaths,
             "acs_split": acs_split, "sprint2": sprint2}
 _DATA: Dataset | None = None  # the dataset of the current batch, inherited by forked runs
+_SHARE = REWEIGHT_SHARE  # the +reweight variants' share, set by --reweight-share
+_SUPERQUAIL: dict = {}  # --superquail-alpha / --superquail-beta
 
 
 def _one_run(args) -> tuple[pd.DataFrame, float, float]:
@@ -199,16 +206,27 @@ def _one_run(args) -> tuple[pd.DataFrame, float, float]:
         table = encoder.decode(out, np.random.default_rng(seed))
     else:
         method, options = VARIANTS[variant]
-        if method == "rap" and data.target is not None:
+        if method in ("rap", "superquail") and data.target is not None:
             options = {**options, "target": data.target}
+        if options.get("fair"):
+            options = {**options, "sensitive": data.sensitive}
+        if method == "superquail":
+            options = {**options, **_SUPERQUAIL}
+        reweight = {"reweight": "moments:*", "reweight_share": _SHARE} if variant.endswith("+reweight") else {}
         (run,) = release(data.private, data.params(eps), data.public, method, options, seed=seed,
-                         group_columns=data.groups, on_invalid=data.on_invalid, id_column=data.id_column)
+                         group_columns=data.groups, on_invalid=data.on_invalid, id_column=data.id_column, **reweight)
         seconds, table = time.perf_counter() - start, run.table
     return table, seconds, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def _fnr_gap(trained: dict) -> float:
+    """The largest gap in false-negative rate between sensitive groups (NaN without groups)."""
+    gap = trained.get("by_group", {}).get("largest_gap", {}).get("false_negative_rate")
+    return np.nan if gap is None else gap
+
+
 def main() -> None:
-    global _DATA
+    global _DATA, _SHARE, _SUPERQUAIL
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--datasets", nargs="+", choices=list(DATASETS), default=list(DATASETS))
     parser.add_argument("--methods", nargs="+", choices=list(VARIANTS) + list(PEERS), default=list(VARIANTS),
@@ -217,18 +235,26 @@ def main() -> None:
                         help="AIM's time cap in seconds: then one last round spends the rest of the budget")
     parser.add_argument("--eps", type=float, nargs="+", default=[0.1, 1.0, 10.0])
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--reweight-share", type=float, default=REWEIGHT_SHARE,
+                        help="the +reweight variants' share of the budget for the moments of every numeric column")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "run_bench.md")
+    parser.add_argument("--superquail-alpha", type=float, help="the superquail variants' --alpha (its grid)")
+    parser.add_argument("--superquail-beta", type=int, help="the superquail variants' --beta (its grid)")
     args = parser.parse_args()
+    _SHARE = args.reweight_share
+    _SUPERQUAIL = {k: v for k, v in (("alpha", args.superquail_alpha), ("beta", args.superquail_beta)) if v is not None}
     logging.basicConfig(level=logging.ERROR)  # every run is seeded on purpose: no per-run warning
     lines = ["| dataset | method | eps | Sprint-2 score | TVD 1-way | TVD 2-way | TVD 3-way | mixed-marginal error | "
-             "linear-threshold error | accuracy (synthetic-trained; real-trained) | macro F1 (synthetic-trained; "
-             "real-trained) | wall s | peak MB |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "linear-threshold error | correlation error | accuracy (synthetic-trained; real-trained) | "
+             "macro F1 (synthetic-trained; real-trained) | largest FNR gap between groups | wall s | peak MB |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     print("\n".join(lines), flush=True)
     ctx = multiprocessing.get_context("fork")
     for name in args.datasets:
         _DATA = DATASETS[name]()
         evaluator = Evaluator(parse_schema(_DATA.params(1.0)), _DATA.real,
-                              EvaluationOptions(group_columns=_DATA.groups, target=_DATA.target))
+                              EvaluationOptions(group_columns=_DATA.groups, target=_DATA.target,
+                                                sensitive=_DATA.sensitive if _DATA.target else None))
         for variant in args.methods:
             for eps in args.eps:
                 rows = []
@@ -240,13 +266,14 @@ def main() -> None:
                     rows.append([run.get("sprint2_score", np.nan)] + [run["tvd"][k]["mean"] for k in
                                                                       ("1-way", "2-way", "3-way")]
                                 + [run.get(k, {}).get("mean", np.nan) for k in ("mixed_marginals",
-                                                                                "linear_thresholds")]
+                                                                                "linear_thresholds", "correlation")]
                                 + [u.get(side, {}).get(k, np.nan) for k in ("accuracy", "macro_f1")
-                                   for side in ("trained_on_synthetic", "trained_on_real")] + [seconds, peak])
+                                   for side in ("trained_on_synthetic", "trained_on_real")]
+                                + [_fnr_gap(u.get("trained_on_synthetic", {})), seconds, peak])
                 m = np.mean(rows, axis=0)
                 line = (f"| {name} | {variant} | {eps:g} | {m[0]:.1f} | {m[1]:.4f} | {m[2]:.4f} | {m[3]:.4f} | "
-                        f"{m[4]:.4f} | {m[5]:.4f} | {m[6]:.3f}; {m[7]:.3f} | {m[8]:.3f}; {m[9]:.3f} | {m[10]:.1f} | "
-                        f"{m[11]:.0f} |")
+                        f"{m[4]:.4f} | {m[5]:.4f} | {m[6]:.4f} | {m[7]:.3f}; {m[8]:.3f} | {m[9]:.3f}; {m[10]:.3f} | "
+                        f"{m[11]:.3f} | {m[12]:.1f} | {m[13]:.0f} |")
                 lines.append(line)
                 print(line, flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)

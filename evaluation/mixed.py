@@ -14,6 +14,8 @@ questions:
   share of rows with that target value and w·x at most the threshold (rows with a null meet none).
 
 The error of a query is |real answer - synthetic answer|; reported as the mean and the max.
+Alongside, the correlation error: |real - synthetic| Pearson correlation of each pair of numeric
+columns (the reweighting paper's utility measure, as a mean instead of its L1 sum).
 """
 from __future__ import annotations
 
@@ -72,6 +74,7 @@ class MixedWorkload:
                 self.thresholds.append((target_labels[rng.integers(len(real))], w,
                                         float(np.quantile(p, rng.random())) if len(p) else 0.0))
         self.real = self._answers(real)
+        self.real_correlation = _correlation(real, self.numeric)
 
     def _answers(self, df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
         n = max(len(df), 1)
@@ -97,10 +100,23 @@ class MixedWorkload:
         return marginal, linear
 
     def errors(self, synthetic: pd.DataFrame) -> dict:
-        """Mean and max absolute error of each query class (absent classes left out)."""
+        """Mean and max absolute error of each query class and of the correlation matrix's entries
+        (absent classes left out)."""
         out = {}
-        for name, real, synth in zip(("mixed_marginals", "linear_thresholds"), self.real, self._answers(synthetic)):
+        answers = self._answers(synthetic) + (_correlation(synthetic, self.numeric),)
+        for name, real, synth in zip(("mixed_marginals", "linear_thresholds", "correlation"),
+                                     self.real + (self.real_correlation,), answers):
             if len(real):
                 err = np.abs(real - synth)
                 out[name] = {"queries": int(len(err)), "mean": float(err.mean()), "max": float(err.max())}
         return out
+
+
+def _correlation(df: pd.DataFrame, numeric: list[str]) -> np.ndarray:
+    """The Pearson correlations of each pair of ``numeric`` columns (rows where both are present; 0
+    where a column is constant), upper triangle."""
+    if len(numeric) < 2:
+        return np.zeros(0)
+    corr = pd.DataFrame(_numbers(df, numeric)).corr().to_numpy()
+    i, j = np.triu_indices(len(numeric), k=1)
+    return np.nan_to_num(corr[i, j], nan=0.0)

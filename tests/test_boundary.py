@@ -66,7 +66,7 @@ def test_the_table_shows_no_records():
     private = small_table()
     public = {name for name in dir(private) if not name.startswith("_")}
     assert public == {"domain", "theta", "distinct", "budget", "remaining", "released", "sensitivity", "measure",
-                      "select"}
+                      "select", "holding"}
     for name in ("codes", "records", "numeric", "ids"):
         with pytest.raises(AttributeError):
             getattr(private, name)

@@ -14,7 +14,7 @@ from lib.domain import Domain
 from lib.privacy.accounting import Ledger
 from lib.privacy.private_table import PrivateTable
 from lib.privacy.queries import (QUERY_KINDS, CellHistogram, DependencyScores, Intervals, LinearSums, Marginal,
-                                 Thresholds)
+                                 Moments, Thresholds)
 
 DOMAIN = Domain(("A", "B", "G", "X", "Y"), (3, 4, 2, 5, 5), {"X": (0.0, 100.0), "Y": (-5.0, 5.0)})
 QUERIES = [
@@ -32,6 +32,8 @@ QUERIES = [
     CellHistogram("Y", ("A",), ((-5.0, 0.0, 5.0), (-6.0, -1.0, 1.0), (2.0, 3.0, 4.0))),
     Intervals(("X",), (1.0,), (0.1, 0.5, 0.9)),
     Intervals(("X", "Y"), (0.6, -0.8), (-0.5, 0.0, 0.3), by=("A", "G")),
+    Moments(("X",)),
+    Moments(("X", "Y"), by=("A", "G")),
 ]
 THETAS = range(1, 8)
 BASE_ROWS, INDIVIDUALS = 200, 80
@@ -70,7 +72,7 @@ def exact(private: PrivateTable, query) -> np.ndarray:
 
 
 def recorded_sensitivity(private: PrivateTable, query) -> float:
-    private.measure(query, 1e-3)
+    private.measure(query, 5e-4)
     return private._ledger.charges[-1].sensitivity
 
 
@@ -100,7 +102,7 @@ def test_the_bounds_are_reached_where_they_are_exact(theta):
     small, large = table(d, theta), table(d2, theta)
     for query, bound in ((Marginal(("A", "B")), theta), (Thresholds(("X",), ((1.0,),), (0.1, 0.5, 0.9)),
                                                           theta * np.sqrt(3)), (QUERIES[10], theta),
-                          (QUERIES[-2], theta)):
+                          (QUERIES[12], theta)):
         change = exact(large, query) - exact(small, query)
         assert np.sqrt((change ** 2).sum()) == pytest.approx(bound)
 
@@ -151,6 +153,7 @@ BY_B = [
     LinearSums(("X", "Y"), ((1.0, 1.0), (2.0, -1.0)), by=("A", "B")),
     CellHistogram("X", ("B",), ((-1.0, 0.0, 50.0, 100.0),) * 4),
     Intervals(("X", "Y"), (1.0, 1.0), (0.5, 1.0, 1.5), by=("B",)),
+    Moments(("X", "Y"), by=("B",)),
 ]
 
 

@@ -18,6 +18,7 @@ them); tests/test_boundary.py fails if code under method/ tries to get at them.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
@@ -106,6 +107,16 @@ queries whose cells include them.  ``rng`` draws the noise (and the selections' 
     def remaining(self) -> float:
         """The rho still unspent (the largest charge that fits exactly)."""
         return self._ledger.remaining
+
+    @contextmanager
+    def holding(self, rho: float):
+        """Within the ``with`` block, ``rho`` of the budget is out of reach (``remaining`` and every
+        charge leave it aside): the share of a stage that measures after the block."""
+        self._ledger.hold(rho)
+        try:
+            yield
+        finally:
+            self._ledger.unhold()
 
     @property
     def released(self) -> tuple[Measurement | Selection, ...]:

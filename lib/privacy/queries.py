@@ -363,5 +363,51 @@ class Intervals:
         return f"interval counts of {axis} ({len(self.cuts) + 1} intervals + null){by}"
 
 
-QUERY_KINDS = (Marginal, Thresholds, LinearSums, DependencyScores, CellHistogram, Intervals)
-Query = Marginal | Thresholds | LinearSums | DependencyScores | CellHistogram | Intervals
+@dataclass(frozen=True)
+class Moments:
+    """Per cell of the encoded columns ``by``: the number of rows, the sums of x_i and the sums of
+    x_i x_j (i <= j, row-major), x the scaled numeric ``columns`` with nulls as 0.  Shape: by's
+    cells × (1 + p + p(p+1)/2).  Means and the covariance (so the correlation matrix) of the
+    columns are ratios of these."""
+
+    columns: tuple[str, ...]
+    by: tuple[str, ...] = ()
+    integer = False
+
+    def validate(self, domain: Domain) -> None:
+        _check_columns(domain, self.columns, True, f"moments of {self.columns}")
+        _check_columns(domain, self.by, None, f"moments by {self.by}")
+        if not self.columns:
+            raise ValueError("moments need at least one numeric column")
+
+    def width(self) -> int:
+        p = len(self.columns)
+        return 1 + p + p * (p + 1) // 2
+
+    def shape(self, domain: Domain) -> tuple[int, ...]:
+        return (domain.size(self.by), self.width())
+
+    def row_values(self, x: np.ndarray) -> np.ndarray:
+        """n × width: (1, x_i, x_i x_j for i <= j) of each row of the scaled values ``x`` (NaN as 0)."""
+        x = np.nan_to_num(np.asarray(x, dtype=np.float64), nan=0.0)
+        i, j = np.triu_indices(x.shape[1])
+        return np.column_stack([np.ones(len(x)), x, x[:, i] * x[:, j]])
+
+    def answer(self, records: Records) -> np.ndarray:
+        values = self.row_values(records.scaled(self.columns))
+        cells, n_cells = records.cells(self.by), records.domain.size(self.by)
+        return np.stack([np.bincount(cells, weights=values[:, k], minlength=n_cells)
+                         for k in range(values.shape[1])], axis=-1)
+
+    def sensitivity(self, theta: int, distinct: tuple[str, ...] = ()) -> Sensitivity:
+        k = self.width()
+        return per_row(self.describe(), k, math.sqrt(k), f"one row adds a vector of {k} values in [0, 1] (1, x_i, "
+                       f"x_i x_j) to its cell, at most {k} in L1 and sqrt({k}) in L2", theta, self.by, distinct)
+
+    def describe(self) -> str:
+        by = f" by {' × '.join(self.by)}" if self.by else ""
+        return f"first and second moments of {', '.join(self.columns)}{by}"
+
+
+QUERY_KINDS = (Marginal, Thresholds, LinearSums, DependencyScores, CellHistogram, Intervals, Moments)
+Query = Marginal | Thresholds | LinearSums | DependencyScores | CellHistogram | Intervals | Moments

@@ -1,0 +1,282 @@
+"""SuperQUAIL: a target-aware release that spends budget on what a classifier needs (``--method superquail``).
+
+After "Budget wisely and fairly" (../shared/papers/superquail-budget-wisely-and-fairly.txt), Algorithm 2,
+on our own synthesizer and DP classifiers:
+
+1. Budget: ``--alpha`` of the run's rho goes to DPSAGE, i.e. the base synthesizer (dpsyn, given
+   SYNTH_SHARE of it through ``PrivateTable.holding``) and the target's classifier (the rest);
+   the other 1 - alpha is split equally between the ``--beta`` feature classifiers.
+2. DP classifiers are naive Bayes models whose tables are noisy 2-way marginals (label × each
+   other column; with ``--sensitive``, 3-way label × column × sensitive: one model per group), each
+   measured by the private table's Gaussian mechanism (sensitivity theta, exact discrete noise);
+   the classifier's rho is split equally between its marginals.  Negative noisy counts become 0
+   and every cell gets one pseudo-count (post-processing).
+3. DPSAGE: the SAGE values (Covert et al.: permutation estimator, cross-entropy loss) of the
+   target's classifier, computed on up to SAGE_ROWS records of the DP synthetic data, with the
+   model's own marginalisation as the imputer (a naive Bayes model without a column's term is
+   exactly the model averaged over that column).  Post-processing of DP outputs: free.  With
+   ``--sensitive``, one ranking per group, merged round-robin (the smallest group, by the noisy
+   counts, taken last in each round, first in a last partial round).
+4. Sample step: every synthetic record gets its top-beta features and its target replaced, the
+   classifiers visited in an order drawn per record: a feature by a draw from its classifier's
+   posterior (keeping its distribution; the paper replaces by the prediction), the target by the
+   prediction (the paper's), at threshold 1/2 on the positive class's probability, or, with
+   ``--fair``, per-group thresholds tuned on the base synthetic records (post-processing):
+   ``bal`` equalises the groups' false-negative rates at the overall rate, ``fnr`` lowers the
+   smallest group's threshold until its false-negative rate is the lowest one within two points
+   of its accuracy.
+
+The positive class of the target is its last schema value (as ``main.py score`` takes it).
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+
+from lib.privacy.accounting import eps_from_rho_delta
+from lib.privacy.private_table import PrivateTable
+from lib.privacy.queries import Marginal
+from method import dpsyn
+from method.base import Method, PublicData, RunContext, SynthesisResult, option
+
+log = logging.getLogger("dpsyn")
+
+ALPHA = 0.7        # share of rho for DPSAGE (synthesizer + target classifier); bench/RESULTS.md "SuperQUAIL"
+BETA = 0           # features redrawn by their own classifiers; same grid (2-5 lost TVD and gained nothing)
+SYNTH_SHARE = 0.8  # of DPSAGE's share, to the base synthesizer; the rest to the target classifier
+SAGE_ROWS = 4000
+SAGE_PERMUTATIONS = 64
+PSEUDO_COUNT = 1.0
+FAIR_CHOICES = ("none", "bal", "fnr")
+ACCURACY_SLACK = 0.02  # fnr: the protected group's accuracy may drop this much on the tuning records
+
+
+@dataclass(frozen=True)
+class SuperquailOptions:
+    target: str | None = option(None, "superquail (required) / rap: categorical label column to predict")
+    sensitive: str | None = option(None, "superquail: categorical column whose groups get their own feature "
+                                         "rankings and classifiers (needed by --fair)")
+    fair: str = option("none", "superquail: none; bal (equal false-negative rates across --sensitive groups); fnr "
+                               "(lowest false-negative rate for the smallest group)", choices=FAIR_CHOICES)
+    alpha: float = option(ALPHA, "superquail: share of the budget for the base synthesizer and the target's "
+                                 "classifier; the rest goes to the feature classifiers", type=float)
+    beta: int = option(BETA, "superquail: features resampled by their own DP classifiers", type=int, minimum=0)
+
+
+def check(options: SuperquailOptions, schema) -> list[str]:
+    """What the schema cannot honour, one line each (before any data is read)."""
+    problems = []
+    for flag, name in (("--target", options.target), ("--sensitive", options.sensitive)):
+        if name is None:
+            continue
+        if name not in schema.names:
+            problems.append(f"{flag} {name}: not a schema column")
+        elif schema.column(name).values is None:
+            problems.append(f"{flag} {name} must be a categorical column")
+    if options.target is None:
+        problems.append("--method superquail needs --target COLUMN (the categorical column to predict)")
+    elif options.target == options.sensitive:
+        problems.append("--sensitive must differ from --target")
+    if options.fair != "none" and options.sensitive is None:
+        problems.append(f"--fair {options.fair} needs --sensitive COLUMN")
+    if options.fair != "none" and options.target in schema.names and schema.column(options.target).values is not None \
+            and len(schema.column(options.target).values) != 2:
+        problems.append(f"--fair {options.fair} needs a two-valued --target (false negatives of its last value); "
+                        f"{options.target} has {len(schema.column(options.target).values)} values")
+    if not 0 < options.alpha < 1:
+        problems.append(f"--alpha must be in (0, 1), got {options.alpha}")
+    return problems
+
+
+@dataclass
+class NaiveBayes:
+    """log P(label) and log P(column value | label) tables, per group of the sensitive column (one
+    group, index 0, without one): ``prior[g]`` (labels), ``terms[j][g]`` (values × labels)."""
+
+    label: int
+    columns: list[int]
+    prior: np.ndarray                  # groups × labels
+    terms: dict[int, np.ndarray]       # column -> groups × values × labels
+
+    def log_posterior(self, codes: np.ndarray, groups: np.ndarray, use: list[int] | None = None) -> np.ndarray:
+        """n × labels normalised log P(label | the ``use`` columns) (default: all of the model's); ``groups``
+        (each row's sensitive group) matter only to a model with one table per group."""
+        groups = groups if len(self.prior) > 1 else np.zeros(len(codes), dtype=np.int64)
+        out = self.prior[groups].copy()
+        for j in (self.columns if use is None else use):
+            out += self.terms[j][groups, codes[:, j]]
+        return out - np.logaddexp.reduce(out, axis=1, keepdims=True)
+
+
+def _fit(private: PrivateTable, ctx: RunContext, label: int, columns: list[int], sensitive: int | None,
+         rho: float, what: str) -> tuple[NaiveBayes, np.ndarray | None]:
+    """A naive Bayes classifier of column ``label`` from ``columns``, each table a noisy marginal
+    (label × column, × sensitive when given).  Privacy cost: ``rho``, split equally.  Also returns
+    the noisy group sizes of the sensitive column (mean over the marginals) or None."""
+    names, sizes = ctx.domain.names, ctx.domain.sizes
+    groups = sizes[sensitive] if sensitive is not None else 1
+    terms, priors, group_sizes = {}, [], []
+    for j in columns:
+        attrs = (names[label], names[j]) + ((names[sensitive],) if sensitive is not None else ())
+        noisy = private.measure(Marginal(attrs), rho / len(columns), f"superquail: {what}: {' × '.join(attrs)}").noisy
+        counts = np.clip(np.asarray(noisy, dtype=np.float64), 0, None).reshape(sizes[label], sizes[j], groups)
+        counts = counts.transpose(2, 1, 0) + PSEUDO_COUNT  # groups × values × labels
+        terms[j] = np.log(counts / counts.sum(axis=1, keepdims=True))
+        priors.append(counts.sum(axis=1))
+        group_sizes.append(counts.sum(axis=(1, 2)))
+    prior = np.mean(priors, axis=0) if priors else np.ones((groups, sizes[label]))
+    return (NaiveBayes(label, list(columns), np.log(prior / prior.sum(axis=1, keepdims=True)), terms),
+            np.mean(group_sizes, axis=0) if sensitive is not None and group_sizes else None)
+
+
+def sage_values(model: NaiveBayes, codes: np.ndarray, groups: np.ndarray, rng: np.random.Generator,
+                permutations: int = SAGE_PERMUTATIONS) -> dict[int, float]:
+    """SAGE value of each of the model's columns on ``codes`` (labels from the records themselves):
+    the mean drop in cross-entropy when the column joins a random subset of the others (permutation
+    estimator), a column outside the subset marginalised by leaving its term out."""
+    if not model.columns or not len(codes):
+        return {j: 0.0 for j in model.columns}
+    labels = codes[:, model.label]
+    values = {j: 0.0 for j in model.columns}
+    rows = np.arange(len(codes))
+    for _ in range(permutations):
+        logits = model.prior[groups].copy()
+        loss = -np.mean((logits - np.logaddexp.reduce(logits, axis=1, keepdims=True))[rows, labels])
+        for j in rng.permutation(model.columns):
+            logits += model.terms[j][groups, codes[:, j]]
+            after = -np.mean((logits - np.logaddexp.reduce(logits, axis=1, keepdims=True))[rows, labels])
+            values[j] += (loss - after) / permutations
+            loss = after
+    return values
+
+
+def merge_rankings(rankings: list[list[int]], protected: int, count: int) -> list[int]:
+    """``count`` columns taken round-robin from per-group ``rankings`` (best first), skipping ones
+    already taken: each round visits the groups with ``protected`` last, except a last partial round,
+    which starts with it (the paper's preference for the protected group)."""
+    chosen, position = [], [0] * len(rankings)
+    available = set(j for r in rankings for j in r)
+    while len(chosen) < min(count, len(available)):
+        others = [g for g in range(len(rankings)) if g != protected]
+        order = [protected] + others if count - len(chosen) < len(rankings) else others + [protected]
+        for g in order:
+            while position[g] < len(rankings[g]) and rankings[g][position[g]] in chosen:
+                position[g] += 1
+            if position[g] < len(rankings[g]) and len(chosen) < count:
+                chosen.append(rankings[g][position[g]])
+                position[g] += 1
+    return chosen
+
+
+def _false_negative_rate(truth: np.ndarray, predicted: np.ndarray) -> float:
+    return float((~predicted[truth]).mean()) if truth.any() else 0.0
+
+
+def tune_thresholds(probability: np.ndarray, truth: np.ndarray, groups: np.ndarray, fair: str,
+                    protected: int, n_groups: int) -> np.ndarray:
+    """Per-group thresholds on the positive class's probability (see the module doc), tuned on
+    records whose labels are ``truth`` (booleans); 1/2 for every group when ``fair`` is none."""
+    thresholds = np.full(n_groups, 0.5)
+    if fair == "none":
+        return thresholds
+    grid = np.linspace(0.05, 0.95, 91)
+    if fair == "bal":
+        overall = _false_negative_rate(truth, probability >= 0.5)
+        for g in range(n_groups):
+            rows = groups == g
+            if truth[rows].any():
+                gaps = [abs(_false_negative_rate(truth[rows], probability[rows] >= t) - overall) for t in grid]
+                thresholds[g] = grid[int(np.argmin(gaps))]
+        return thresholds
+    rows = groups == protected
+    base = float(((probability[rows] >= 0.5) == truth[rows]).mean()) if rows.any() else 0.0
+    best = (_false_negative_rate(truth[rows], probability[rows] >= 0.5), -0.5)  # ties: the higher threshold
+    for t in grid:
+        predicted = probability[rows] >= t
+        if float((predicted == truth[rows]).mean()) >= base - ACCURACY_SLACK:
+            best = min(best, (_false_negative_rate(truth[rows], predicted), -t))
+    thresholds[protected] = -best[1]
+    return thresholds
+
+
+def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext,
+               options: SuperquailOptions) -> SynthesisResult:
+    """Synthetic codes (see the module doc).  Privacy cost: exactly what remains of the run's budget:
+    ``alpha`` × SYNTH_SHARE to dpsyn, ``alpha`` × (1 - SYNTH_SHARE) to the target's classifier, the
+    rest in equal shares to the ``beta`` feature classifiers (all of it to DPSAGE when beta is 0)."""
+    domain = ctx.domain
+    rho = private.remaining
+    target = domain.index(options.target)
+    sensitive = domain.index(options.sensitive) if options.sensitive is not None else None
+    fixed = set(domain.indices(ctx.group_columns)) | set(domain.indices(ctx.skip)) | {target}
+    if sensitive is not None:
+        fixed.add(sensitive)
+    candidates = [j for j in range(len(domain.names)) if j not in fixed]
+    predictors = [j for j in range(len(domain.names)) if j != target and j != sensitive
+                  and domain.names[j] not in ctx.skip]
+    beta = min(options.beta, len(candidates))
+    sage_share = options.alpha if beta else 1.0
+    synth_rho = sage_share * SYNTH_SHARE * rho
+    target_rho = sage_share * (1 - SYNTH_SHARE) * rho
+
+    with private.holding(rho - synth_rho):
+        synth_ctx = dataclasses.replace(ctx, epsilon=eps_from_rho_delta(synth_rho, ctx.delta))
+        log.info("superquail: base synthesizer dpsyn on %.0f%% of rho (eps %.3g alone)", 100 * synth_rho / rho,
+                 synth_ctx.epsilon)
+        codes = dpsyn.synthesize(private, public, synth_ctx, dpsyn.DpsynOptions()).codes.copy()
+
+    with ctx.timed("classifiers"):
+        model, group_sizes = _fit(private, ctx, target, predictors, sensitive, target_rho, "target classifier")
+        groups = codes[:, sensitive] if sensitive is not None else np.zeros(len(codes), dtype=np.int64)
+        n_groups = domain.sizes[sensitive] if sensitive is not None else 1
+        protected = int(np.argmin(group_sizes)) if group_sizes is not None else 0
+        sample = ctx.rng.choice(len(codes), min(SAGE_ROWS, len(codes)), replace=False)
+        rankings = []
+        for g in range(n_groups):
+            rows = sample[groups[sample] == g]
+            values = sage_values(model, codes[rows], groups[rows], ctx.rng)
+            rankings.append(sorted(candidates, key=lambda j: -values[j]))
+            if n_groups > 1:
+                log.info("superquail: DPSAGE ranking for %s=%d: %s", options.sensitive, g,
+                         ", ".join(domain.names[j] for j in rankings[-1][:5]))
+        chosen = merge_rankings(rankings, protected, beta) if n_groups > 1 else rankings[0][:beta]
+        log.info("superquail: features resampled by their own classifiers: %s",
+                 ", ".join(domain.names[j] for j in chosen) or "none")
+        feature_models = [_fit(private, ctx, j, [k for k in range(len(domain.names)) if k != j
+                                                 and domain.names[k] not in ctx.skip],
+                               None, (rho - synth_rho - target_rho) / beta, f"classifier of {domain.names[j]}")[0]
+                          for j in chosen]
+
+    with ctx.timed("sampling"):
+        probability = np.exp(model.log_posterior(codes, groups)[:, -1])
+        truth = codes[:, target] == domain.sizes[target] - 1
+        thresholds = tune_thresholds(probability, truth, groups, options.fair, protected, n_groups)
+        if options.fair != "none":
+            log.info("superquail: --fair %s thresholds on P(%s = positive) per %s: %s", options.fair,
+                     options.target, options.sensitive, ", ".join(f"{t:.2f}" for t in thresholds))
+        order = np.argsort(ctx.rng.random((len(codes), len(chosen) + 1)), axis=1)
+        models = feature_models + [model]
+        for step in range(len(models)):
+            for m, classifier in enumerate(models):
+                rows = np.flatnonzero(order[:, step] == m)
+                if not len(rows):
+                    continue
+                posterior = np.exp(classifier.log_posterior(codes[rows], groups[rows]))
+                if classifier is model:
+                    if domain.sizes[target] == 2:
+                        codes[rows, target] = posterior[:, 1] >= thresholds[groups[rows]]
+                    else:
+                        codes[rows, target] = posterior.argmax(axis=1)
+                else:
+                    cdf = np.cumsum(posterior, axis=1)
+                    u = ctx.rng.random(len(rows))[:, None] * cdf[:, -1:]
+                    codes[rows, classifier.label] = np.minimum((cdf < u).sum(axis=1), posterior.shape[1] - 1)
+    return SynthesisResult(codes)
+
+
+METHOD = Method("superquail", "SuperQUAIL: dpsyn records whose target and most important features are redrawn "
+                "by DP classifiers (--target; --sensitive, --fair for fair variants)", synthesize,
+                SuperquailOptions, check)

@@ -1,0 +1,140 @@
+"""Reweighting toward noisy answers (method/reweight.py, lib/tilting.py): the dual against a cvxpy
+solve of the primal, the weights, the tolerance's two ends, accounting, determinism, bad specs."""
+import json
+
+import cvxpy as cp
+import numpy as np
+import pandas as pd
+import pytest
+
+from api import release
+from lib.tilting import consistent_answers, resample, tilt
+from main import main
+from method.base import OptionError
+from method.reweight import parse_reweight
+from test_rap import data
+
+# a tiny sample: 6 points, 2 queries; the targets are reachable with every point kept
+Q = np.array([[0.0, 1.0], [1.0, 0.0], [1.0, 1.0], [0.5, 0.2], [0.2, 0.9], [0.0, 0.0]])
+TARGETS = np.array([0.55, 0.45])
+
+
+def primal(gamma: float) -> np.ndarray:
+    """min KL(p || uniform) s.t. |Q'p - a| <= gamma, p a distribution: the paper's problem (3)."""
+    p = cp.Variable(len(Q), nonneg=True)
+    constraints = [cp.sum(p) == 1, cp.abs(Q.T @ p - TARGETS) <= gamma]
+    cp.Problem(cp.Minimize(cp.sum(cp.rel_entr(p, np.full(len(Q), 1 / len(Q))))), constraints).solve()
+    return p.value
+
+
+@pytest.mark.parametrize("gamma", [0.0, 0.02])
+def test_the_dual_matches_a_cvxpy_solve_of_the_primal(gamma):
+    result = tilt(Q - TARGETS, gamma=gamma, iterations=200)
+    assert np.abs(result.weights - primal(gamma)).max() < 1e-4
+    assert result.objective[1] < result.objective[0]
+
+
+def test_weights_are_positive_and_finite_and_a_huge_tolerance_keeps_the_sample():
+    rng = np.random.default_rng(0)
+    x = rng.random((500, 3)) ** 3  # skewed, so matching the means takes a real tilt
+    targets = x.mean(axis=0) + np.array([0.05, -0.03, 0.02])
+    result = tilt(x - targets)
+    assert np.isfinite(result.weights).all() and (result.weights > 0).all()
+    assert np.abs(result.weights @ x - targets).max() <= 1e-5 + 1e-9  # within gamma, the default tolerance
+    untouched = tilt(x - targets, gamma=1e6)
+    assert np.allclose(untouched.weights, 1 / 500) and not untouched.lam.any()
+    assert np.array_equal(resample(untouched.weights, np.zeros(500), rng), np.arange(500))
+    assert not np.array_equal(resample(result.weights, np.zeros(500), rng), np.arange(500))
+
+
+def test_resampling_keeps_group_sizes_and_follows_the_weights():
+    groups = np.repeat([3, 1, 2], [100, 50, 30])
+    weights = np.where(np.arange(180) % 2 == 0, 3.0, 1.0)
+    rows = resample(weights, groups, np.random.default_rng(1))
+    assert [int((groups[rows] == g).sum()) for g in (3, 1, 2)] == [100, 50, 30]
+    assert np.mean(rows % 2 == 0) == pytest.approx(0.75, abs=0.02)
+
+
+def test_consistent_answers_are_exact_when_the_noise_is_zero():
+    support = np.column_stack([np.ones(len(Q)), Q])
+    counts = np.array([3.0, 1.0, 2.0, 0.0, 4.0, 5.0])
+    answers = consistent_answers(support, support.T @ counts, np.ones(3))
+    assert np.allclose(answers, support.T @ counts / counts.sum(), atol=1e-6)
+
+
+@pytest.fixture(scope="module")
+def reweighted():
+    frame, params = data()
+    return release(frame, params, None, "dpsyn", {}, seed=3, group_columns=(), reweight="moments:AGE,INCOME,HOURS",
+                   reweight_share=0.2)
+
+
+def test_the_reweighting_share_is_charged_and_the_ledger_sums_to_the_budget(reweighted):
+    for r in reweighted:
+        charges = r.ledger.charges
+        assert sum(c.rho for c in charges) == pytest.approx(r.ledger.budget, rel=1e-9)
+        mine = [c for c in charges if c.step.startswith("reweighting")]
+        assert len(mine) == 1 and mine[0].rho == pytest.approx(0.2 * r.ledger.budget, rel=1e-6)
+        theta = r.run.max_records_per_individual  # sqrt(10): (1, x, x²) for three columns, on the noise's grid
+        assert theta * np.sqrt(10) <= mine[0].sensitivity <= 1.01 * theta * np.sqrt(10)
+
+
+def test_reweighted_runs_are_schema_valid_and_repeat_under_a_seed(reweighted):
+    frame, params = data()
+    again = release(frame, params, None, "dpsyn", {}, seed=3, group_columns=(), reweight="moments:AGE,INCOME,HOURS",
+                    reweight_share=0.2)
+    for a, b in zip(reweighted, again):
+        pd.testing.assert_frame_equal(a.table, b.table)
+        assert a.table["AGE"].astype(float).between(18, 79).all()
+        assert set(a.table["JOB"].astype(str)) <= {"a", "b", "c"}
+
+
+def test_reweighting_per_group_keeps_each_groups_rows():
+    frame, params = data()
+    params = dict(params, runs=params["runs"][:1])
+    (plain,) = release(frame, params, None, "histogram", {}, seed=2, group_columns=("SEX",))
+    (run,) = release(frame, params, None, "histogram", {}, seed=2, group_columns=("SEX",),
+                     reweight="moments:AGE;marginals:JOB×LABEL", reweight_share=0.3)
+    steps = [c.step for c in run.ledger.charges if c.step.startswith("reweighting")]
+    assert steps == ["reweighting: first and second moments of AGE", "reweighting: 2-way marginal JOB × LABEL"]
+    assert sum(c.rho for c in run.ledger.charges) == pytest.approx(run.ledger.budget, rel=1e-9)
+    assert len(run.table) > 0 and set(run.table["SEX"].astype(str)) <= {"F", "M"}
+    assert plain is not None
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("moments:AGE,NOPE", "--reweight moments:AGE,NOPE: not schema columns: NOPE"),
+    ("moments:AGE,SEX", "moments take numeric columns; SEX is categorical"),
+    ("moments:", "--reweight moments:: names no columns"),
+    ("", "--reweight names no measures"),
+    ("marginals:SEX×JOB×LABEL", "is not a 1- or 2-way marginal"),
+    ("means:AGE", "unknown measure 'means'"),
+])
+def test_bad_reweight_specs_are_one_line_and_write_nothing(tmp_path, capsys, spec, message):
+    frame, params = data()
+    (tmp_path / "p.json").write_text(json.dumps(params))
+    frame.to_csv(tmp_path / "private.csv", index=False)
+    code = main(["--params", str(tmp_path / "p.json"), "--private", str(tmp_path / "private.csv"),
+                 "--output", str(tmp_path / "out.csv"), "--reweight", spec])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and message in err[0], err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.json", "private.csv"]
+
+
+def test_moments_star_takes_every_numeric_column_and_the_share_is_checked():
+    spec = parse_reweight("moments:*; marginals:A*B", ["A", "B", "X", "Y"], ["X", "Y"])
+    assert spec.moments == (("X", "Y"),) and spec.marginals == (("A", "B"),)
+    with pytest.raises(OptionError, match="--reweight-share must be in"):
+        parse_reweight("moments:X", ["X"], ["X"], share=1.0)
+
+
+def test_a_held_share_is_out_of_reach_until_released():
+    from lib.privacy.accounting import BudgetExceeded, Ledger
+    ledger = Ledger(1.0, 1e-9)
+    ledger.hold(0.3 * ledger.budget)
+    assert ledger.remaining == pytest.approx(0.7 * ledger.budget)
+    with pytest.raises(BudgetExceeded):
+        ledger.charge("too much", "gaussian", 1.0, 1.0, 0.8 * ledger.budget)
+    ledger.charge("the method", "gaussian", 1.0, 1.0, ledger.remaining)
+    ledger.unhold()
+    assert ledger.remaining == pytest.approx(0.3 * ledger.budget) and ledger.spent <= ledger.budget
