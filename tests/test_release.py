@@ -220,12 +220,14 @@ def test_a_signal_midway_leaves_no_files_and_exits_130(sprint2_files, tmp_path, 
         os.kill(os.getpid(), getattr(signal, sig))  # SIGTERM's handler and SIGINT both raise KeyboardInterrupt
         return real_run(*args, **kwargs)
     monkeypatch.setattr(api, "synthesize_run", signalled)
-    previous = signal.getsignal(signal.SIGTERM)
+    previous = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # a runner started in the background may ignore it
     out = tmp_path / "out" / "sub.csv"
     try:
         code, err = run_main(release_args(params, private, public, out, "--seed", "1"), capsys)
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGTERM, previous[0])
+        signal.signal(signal.SIGINT, previous[1])
     assert code == 130 and "interrupted; no output written" in err
     assert list(out.parent.iterdir()) == []
 
