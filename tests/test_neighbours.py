@@ -13,8 +13,8 @@ import pytest
 from lib.domain import Domain
 from lib.privacy.accounting import Ledger
 from lib.privacy.private_table import PrivateTable
-from lib.privacy.queries import (QUERY_KINDS, CellHistogram, DependencyScores, Intervals, LinearSums, Marginal,
-                                 Moments, Thresholds)
+from lib.privacy.queries import (QUERY_KINDS, CellHistogram, DependencyScores, Intervals, LinearSums,
+                                 LogisticGradients, Marginal, Moments, Thresholds)
 
 DOMAIN = Domain(("A", "B", "G", "X", "Y"), (3, 4, 2, 5, 5), {"X": (0.0, 100.0), "Y": (-5.0, 5.0)})
 QUERIES = [
@@ -34,6 +34,8 @@ QUERIES = [
     Intervals(("X", "Y"), (0.6, -0.8), (-0.5, 0.0, 0.3), by=("A", "G")),
     Moments(("X",)),
     Moments(("X", "Y"), by=("A", "G")),
+    LogisticGradients(("A", "B", "X"), "G", ((0.0,) * 13, (0.0,) * 13)),
+    LogisticGradients(("B",), "A", tuple(tuple(np.linspace(-3, 3, 5) * k) for k in (1.0, -2.0, 0.5))),
 ]
 THETAS = range(1, 8)
 BASE_ROWS, INDIVIDUALS = 200, 80

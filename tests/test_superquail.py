@@ -8,10 +8,13 @@ import pytest
 
 from api import release
 from main import main
+from lib.domain import Domain
+from lib.privacy.queries import LogisticGradients, Records
 from method.superquail import NaiveBayes, merge_rankings, sage_values, tune_thresholds
 from test_rap import data
 
 OPTIONS = {"target": "LABEL", "beta": 2, "alpha": 0.6}
+STEPS = 20  # method.superquail.LOGISTIC_STEPS
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +29,7 @@ def test_synthesizer_importance_and_classifiers_sum_to_the_budget(runs):
         assert sum(c.rho for c in charges) == pytest.approx(r.ledger.budget, rel=1e-9)
         target = [c for c in charges if c.step.startswith("superquail: target classifier")]
         features = [c for c in charges if c.step.startswith("superquail: classifier of")]
-        assert len(target) == 5 and len(features) == 2 * 5  # label × each other column; 2 features × 5 others
+        assert len(target) == STEPS and len(features) == 2 * 5  # gradient steps; 2 features × 5 other columns
         budget = r.ledger.budget
         assert sum(c.rho for c in target) == pytest.approx(0.6 * 0.2 * budget, rel=1e-6)
         assert sum(c.rho for c in features) == pytest.approx(0.4 * budget, rel=1e-6)
@@ -45,8 +48,8 @@ def test_target_stays_in_the_schema_and_seeded_runs_repeat(runs):
 def test_fair_variant_runs_per_group_with_the_same_accounting():
     frame, params = data()
     params = dict(params, runs=params["runs"][:1])
-    (run,) = release(frame, params, None, "superquail", {**OPTIONS, "sensitive": "SEX", "fair": "bal"}, seed=2,
-                     group_columns=())
+    (run,) = release(frame, params, None, "superquail",
+                     {**OPTIONS, "sensitive": "SEX", "fair": "bal", "classifier": "nb"}, seed=2, group_columns=())
     steps = [c.step for c in run.ledger.charges if c.step.startswith("superquail: target classifier")]
     assert steps and all(s.endswith("× SEX") for s in steps)
     assert sum(c.rho for c in run.ledger.charges) == pytest.approx(run.ledger.budget, rel=1e-9)
@@ -115,3 +118,18 @@ def test_fnr_threshold_lowers_the_protected_groups_false_negatives_within_its_ac
     fnr = [float((probability[rows & truth] < t).mean()) for t in (0.5, thresholds[1])]
     assert thresholds[0] == 0.5 and thresholds[1] < 0.5
     assert fnr[1] < fnr[0] and accuracy[1] >= accuracy[0] - 0.02
+
+
+def test_logistic_gradient_sums_match_a_row_by_row_computation():
+    rng = np.random.default_rng(2)
+    domain = Domain(("A", "B", "Y"), (3, 2, 3))
+    codes = np.column_stack([rng.integers(0, 3, 50), rng.integers(0, 2, 50), rng.integers(0, 3, 50)])
+    weights = rng.normal(size=(3, 6))
+    query = LogisticGradients(("A", "B"), "Y", tuple(map(tuple, weights)))
+    expected = np.zeros((3, 6))
+    for a, b, y in codes:
+        x = np.zeros(6)
+        x[[0, 1 + a, 4 + b]] = 1.0
+        p = np.exp(weights @ x) / np.exp(weights @ x).sum()
+        expected += np.outer(p - np.eye(3)[y], x)
+    assert np.allclose(query.answer(Records(codes, {}, domain)), expected)

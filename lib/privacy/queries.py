@@ -409,5 +409,54 @@ class Moments:
         return f"first and second moments of {', '.join(self.columns)}{by}"
 
 
-QUERY_KINDS = (Marginal, Thresholds, LinearSums, DependencyScores, CellHistogram, Intervals, Moments)
-Query = Marginal | Thresholds | LinearSums | DependencyScores | CellHistogram | Intervals | Moments
+@dataclass(frozen=True)
+class LogisticGradients:
+    """The sum over rows of the multinomial logistic loss's gradient at public ``weights``, for the
+    categorical ``label`` from the one-hot codes of ``columns`` plus an intercept: row x (1, then one
+    1 per column at its code) with label y adds (softmax(W x) - e_y) ⊗ x.  ``weights`` holds W, one
+    row per label value, 1 + the columns' code counts entries each.  Shape: labels × that.  A DP
+    logistic regression is noisy gradient descent on these (method/superquail.py)."""
+
+    columns: tuple[str, ...]
+    label: str
+    weights: tuple[tuple[float, ...], ...]
+    integer = False
+
+    def validate(self, domain: Domain) -> None:
+        _check_columns(domain, self.columns + (self.label,), None, f"logistic gradients of {self.label}")
+        w = np.asarray(self.weights, dtype=float)
+        if w.shape != self.shape(domain) or not np.isfinite(w).all():
+            raise ValueError(f"logistic gradients need finite weights of shape {self.shape(domain)}")
+
+    def shape(self, domain: Domain) -> tuple[int, ...]:
+        return (domain.size((self.label,)), 1 + sum(domain.shape(self.columns)))
+
+    def answer(self, records: Records) -> np.ndarray:
+        domain, codes = records.domain, records.codes
+        w = np.asarray(self.weights, dtype=np.float64)
+        offsets = 1 + np.concatenate([[0], np.cumsum(domain.shape(self.columns))[:-1]]).astype(np.int64)
+        positions = codes[:, domain.indices(self.columns)] + offsets
+        logits = w[:, 0] + w[:, positions].sum(axis=2).T
+        p = np.exp(logits - logits.max(axis=1, keepdims=True))
+        residual = p / p.sum(axis=1, keepdims=True)
+        residual[np.arange(len(codes)), codes[:, domain.index(self.label)]] -= 1.0
+        out = np.zeros(w.shape)
+        out[:, 0] = residual.sum(axis=0)
+        for k in range(w.shape[0]):
+            out[k] += np.bincount(positions.ravel(), weights=np.repeat(residual[:, k], positions.shape[1]),
+                                  minlength=w.shape[1])
+        return out
+
+    def sensitivity(self, theta: int, distinct: tuple[str, ...] = ()) -> Sensitivity:
+        ones = len(self.columns) + 1
+        return per_row(self.describe(), 2 * ones, math.sqrt(2 * ones),
+                       f"one row adds (p - e_y) ⊗ x with ||p - e_y||_2 <= sqrt(2) (L1 <= 2) and x holding {ones} "
+                       f"ones, at most sqrt(2 * {ones}) in L2", theta, (), distinct)
+
+    def describe(self) -> str:
+        return f"logistic-loss gradient sums for {self.label} from {len(self.columns)} columns"
+
+
+QUERY_KINDS = (Marginal, Thresholds, LinearSums, DependencyScores, CellHistogram, Intervals, Moments,
+               LogisticGradients)
+Query = Marginal | Thresholds | LinearSums | DependencyScores | CellHistogram | Intervals | Moments | LogisticGradients
