@@ -10,7 +10,7 @@ from api import release
 from main import main
 from lib.domain import Domain
 from lib.privacy.queries import LogisticGradients, Records
-from method.superquail import NaiveBayes, merge_rankings, sage_values, tune_thresholds
+from method.superquail import SYNTH_SHARE, NaiveBayes, merge_rankings, sage_values, tune_thresholds
 from test_rap import data
 
 OPTIONS = {"target": "LABEL", "beta": 2, "alpha": 0.6}
@@ -31,10 +31,10 @@ def test_synthesizer_importance_and_classifiers_sum_to_the_budget(runs):
         features = [c for c in charges if c.step.startswith("superquail: classifier of")]
         assert len(target) == STEPS and len(features) == 2 * 5  # gradient steps; 2 features × 5 other columns
         budget = r.ledger.budget
-        assert sum(c.rho for c in target) == pytest.approx(0.6 * 0.2 * budget, rel=1e-6)
+        assert sum(c.rho for c in target) == pytest.approx(0.6 * (1 - SYNTH_SHARE) * budget, rel=1e-6)
         assert sum(c.rho for c in features) == pytest.approx(0.4 * budget, rel=1e-6)
         synthesizer = sum(c.rho for c in charges if not c.step.startswith("superquail"))
-        assert synthesizer == pytest.approx(0.6 * 0.8 * budget, rel=1e-6)
+        assert synthesizer == pytest.approx(0.6 * SYNTH_SHARE * budget, rel=1e-6)
 
 
 def test_target_stays_in_the_schema_and_seeded_runs_repeat(runs):
