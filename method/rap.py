@@ -57,9 +57,9 @@ START_BETA, MAX_BETA = 8.0, 1024.0
 
 @dataclass(frozen=True)
 class RapOptions:
-    target: str | None = option(None, "rap: categorical label column; adds class-conditional linear threshold "
-                                      "queries (random directions over the numeric columns) and 3-way marginals "
-                                      "with it to the candidates")
+    target: str | None = option(None, "rap and superquail: categorical label column; rap adds class-conditional "
+                                      "linear threshold queries (random directions over the numeric columns) and "
+                                      "3-way marginals with it to the candidates; superquail (required) predicts it")
     rounds: int = option(5, "rap: adaptive rounds (T)", type=int, minimum=1)
     per_round: int = option(5, "rap: queries chosen and measured per round (K)", type=int, minimum=1)
     rows: int = option(2000, "rap: rows of the relaxed table (n-hat); the release draws its records from them",

@@ -104,7 +104,7 @@ def check(options: SuperquailOptions, schema) -> list[str]:
 
 
 @dataclass
-class NaiveBayes:
+class AdditiveModel:
     """A classifier whose log-odds add up over columns: ``prior[g]`` (labels) plus ``terms[j][g]``
     (values × labels) for each column j, per group of the sensitive column (one group, index 0,
     without one).  Naive Bayes: log P(label) and log P(value | label); a logistic regression: its
@@ -126,7 +126,7 @@ class NaiveBayes:
 
 
 def _fit(private: PrivateTable, ctx: RunContext, label: int, columns: list[int], sensitive: int | None,
-         rho: float, what: str) -> tuple[NaiveBayes, np.ndarray | None]:
+         rho: float, what: str) -> tuple[AdditiveModel, np.ndarray | None]:
     """A naive Bayes classifier of column ``label`` from ``columns``, each table a noisy marginal
     (label × column, × sensitive when given).  Privacy cost: ``rho``, split equally.  Also returns
     the noisy group sizes of the sensitive column (mean over the marginals) or None."""
@@ -142,12 +142,12 @@ def _fit(private: PrivateTable, ctx: RunContext, label: int, columns: list[int],
         priors.append(counts.sum(axis=1))
         group_sizes.append(counts.sum(axis=(1, 2)))
     prior = np.mean(priors, axis=0) if priors else np.ones((groups, sizes[label]))
-    return (NaiveBayes(label, list(columns), np.log(prior / prior.sum(axis=1, keepdims=True)), terms),
+    return (AdditiveModel(label, list(columns), np.log(prior / prior.sum(axis=1, keepdims=True)), terms),
             np.mean(group_sizes, axis=0) if sensitive is not None and group_sizes else None)
 
 
 def fit_logistic(private: PrivateTable, ctx: RunContext, label: int, columns: list[int], rho: float,
-                 frequencies: dict[int, np.ndarray], rows: int, steps: int = LOGISTIC_STEPS) -> NaiveBayes:
+                 frequencies: dict[int, np.ndarray], rows: int, steps: int = LOGISTIC_STEPS) -> AdditiveModel:
     """A multinomial logistic regression of column ``label`` on the one-hot codes of ``columns``, by
     ``steps`` rounds of noisy gradient descent: each round measures the gradient sums at the current
     weights (LogisticGradients, rho / steps each), then steps by LOGISTIC_RATE / (columns + 1) × (gradient
@@ -173,10 +173,10 @@ def fit_logistic(private: PrivateTable, ctx: RunContext, label: int, columns: li
         mean = frequencies[j] @ table / max(frequencies[j].sum(), 1e-12)
         terms[j] = (table - mean)[None]
         prior += mean
-    return NaiveBayes(label, list(columns), prior[None], terms)
+    return AdditiveModel(label, list(columns), prior[None], terms)
 
 
-def sage_values(model: NaiveBayes, codes: np.ndarray, groups: np.ndarray, rng: np.random.Generator,
+def sage_values(model: AdditiveModel, codes: np.ndarray, groups: np.ndarray, rng: np.random.Generator,
                 permutations: int = SAGE_PERMUTATIONS) -> dict[int, float]:
     """SAGE value of each of the model's columns on ``codes`` (labels from the records themselves):
     the mean drop in cross-entropy when the column joins a random subset of the others (permutation

@@ -10,7 +10,7 @@ from api import release
 from main import main
 from lib.domain import Domain
 from lib.privacy.queries import LogisticGradients, Records
-from method.superquail import SYNTH_SHARE, NaiveBayes, merge_rankings, sage_values, tune_thresholds
+from method.superquail import SYNTH_SHARE, AdditiveModel, merge_rankings, sage_values, tune_thresholds
 from test_rap import data
 
 OPTIONS = {"target": "LABEL", "beta": 2, "alpha": 0.6}
@@ -81,7 +81,7 @@ def test_sage_ranks_the_informative_column_first():
     informative = np.where(rng.random(2000) < 0.9, label, 1 - label)
     codes = np.column_stack([label, informative, rng.integers(0, 2, 2000)])
     log_table = {1: np.log(np.array([[[0.9, 0.1], [0.1, 0.9]]])), 2: np.log(np.full((1, 2, 2), 0.5))}
-    model = NaiveBayes(0, [1, 2], np.log(np.full((1, 2), 0.5)), log_table)
+    model = AdditiveModel(0, [1, 2], np.log(np.full((1, 2), 0.5)), log_table)
     values = sage_values(model, codes, np.zeros(2000, dtype=np.int64), rng, permutations=8)
     assert values[1] > 0.3 and abs(values[2]) < 1e-9
 
