@@ -50,7 +50,7 @@ from method.group_values import SHARE as GROUP_VALUE_SHARE
 from method.group_values import measure_group_values
 from method.reweight import GAMMA as REWEIGHT_GAMMA
 from method.reweight import SHARE as REWEIGHT_SHARE
-from method.reweight import ReweightSpec, parse_reweight, reweight
+from method.reweight import ReweightSpec, parse_reweight, reweight_rows
 from method.structure import finish
 
 log = logging.getLogger("dpsyn")
@@ -332,7 +332,7 @@ def synthesize_run(table: EncodedTable, encoder: Encoder, public: PublicData | N
             for column in domain.ranges:  # every numeric value drawn now, so that the rows kept keep it
                 if column not in raw:
                     raw[column] = encoder.coder(column).decode(codes[:, domain.index(column)], ctx.rng)
-            kept = reweight(private, codes, raw, ctx, reweighting).rows
+            kept = reweight_rows(private, codes, raw, ctx, reweighting).rows
             codes, raw = codes[kept], {column: values[kept] for column, values in raw.items()}
     return RunOutput(SynthesisResult(codes, raw), ledger, private.released, {"bounding": bounding, **ctx.timings})
 

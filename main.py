@@ -86,10 +86,12 @@ def build_parser() -> argparse.ArgumentParser:
                           "'moments:COLS' (means and correlations of numeric columns; 'moments:*' for all of "
                           "them) or 'marginals:A×B,C,...' (1- and 2-way; '*' also joins columns); several "
                           "joined with ';' or by repeating the flag")
-    syn.add_argument("--reweight-share", type=float, default=REWEIGHT_SHARE,
-                     help="with --reweight: share of each run's budget spent measuring them")
-    syn.add_argument("--reweight-gamma", type=float, default=REWEIGHT_GAMMA,
-                     help="with --reweight: tolerance on each matched answer (the tilt's l1 weight)")
+    syn.add_argument("--reweight-share", type=float, default=None,
+                     help=f"with --reweight: share of each run's budget spent measuring them (default: "
+                          f"{REWEIGHT_SHARE})")
+    syn.add_argument("--reweight-gamma", type=float, default=None,
+                     help=f"with --reweight: tolerance on each matched answer, the tilt's l1 weight (default: "
+                          f"{REWEIGHT_GAMMA})")
     loudness = syn.add_mutually_exclusive_group()
     loudness.add_argument("--quiet", action="store_true", help="only warnings and errors on stderr")
     loudness.add_argument("--verbose", action="store_true",
@@ -213,11 +215,18 @@ def _exit_on_signal(signum, frame):
 
 
 def synthesize_command(args) -> int:
+    if args.reweight is None:
+        given = [flag for flag, value in (("--reweight-share", args.reweight_share),
+                                          ("--reweight-gamma", args.reweight_gamma)) if value is not None]
+        if given:
+            raise OptionError([f"{' and '.join(given)} {'needs' if len(given) == 1 else 'need'} --reweight SPEC"])
     runs = release(args.private, args.params, args.public, args.method, method_options(args), seed=args.seed,
                    id_column=args.id_column, group_columns=_column_list(args.group_columns), jobs=args.jobs,
                    on_invalid=args.on_invalid, bins=args.bins, show_private_counts=args.show_private_counts,
                    derive=not args.no_derive, distinct_per_individual=_column_list(args.distinct_per_individual),
-                   reweight=args.reweight, reweight_share=args.reweight_share, reweight_gamma=args.reweight_gamma,
+                   reweight=args.reweight,
+                   reweight_share=REWEIGHT_SHARE if args.reweight_share is None else args.reweight_share,
+                   reweight_gamma=REWEIGHT_GAMMA if args.reweight_gamma is None else args.reweight_gamma,
                    output=args.output)
     for path in [args.output] + [ledger_path(args.output, r.epsilon) for r in runs]:
         print(path)

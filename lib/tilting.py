@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import cvxpy as cp
 import numpy as np
+from scipy.special import logsumexp, softmax
 
 SUPPORT_CAP = 4000  # support points in the consistency projection; a subset keeps the answers feasible
 ITERATIONS = 50
@@ -58,15 +59,9 @@ class TiltResult:
     objective: tuple[float, float]
 
 
-def _logmeanexp(z: np.ndarray) -> float:
-    c = float(z.max())
-    return c + float(np.log(np.mean(np.exp(z - c))))
-
-
 def objective(qbar: np.ndarray, lam: np.ndarray, base: np.ndarray, gamma: float) -> float:
     """f(λ) = log Σ_i base_i exp(-λ·qbar_i) + gamma ||λ||_1 (``base`` sums to 1)."""
-    z = np.log(base) - qbar @ lam
-    return _logmeanexp(z) + float(np.log(len(z))) + gamma * float(np.abs(lam).sum())
+    return float(logsumexp(np.log(base) - qbar @ lam)) + gamma * float(np.abs(lam).sum())
 
 
 def tilt(qbar: np.ndarray, base: np.ndarray | None = None, gamma: float = 1e-5,
@@ -133,9 +128,7 @@ def _newton_step(lam: np.ndarray, gradient: np.ndarray, curvature: np.ndarray, g
 
 
 def _weights(qbar: np.ndarray, lam: np.ndarray, base: np.ndarray) -> np.ndarray:
-    z = np.log(base) - qbar @ lam
-    w = np.exp(z - z.max())
-    return w / w.sum()
+    return softmax(np.log(base) - qbar @ lam)
 
 
 def resample(weights: np.ndarray, groups: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -147,10 +140,11 @@ def resample(weights: np.ndarray, groups: np.ndarray, rng: np.random.Generator) 
     weights = np.asarray(weights, dtype=np.float64)
     if not (np.isfinite(weights).all() and (weights >= 0).all()):
         raise ValueError("resampling weights must be finite and non-negative")
-    _, first, labels = np.unique(groups, return_index=True, return_inverse=True)
+    _, first, labels, sizes = np.unique(groups, return_index=True, return_inverse=True, return_counts=True)
+    members = np.split(np.argsort(labels, kind="stable"), np.cumsum(sizes)[:-1])  # one pass, not one per group
     out = []
     for g in np.argsort(first):
-        rows = np.flatnonzero(labels == g)
+        rows = members[g]
         if weights[rows].sum() <= 0:
             out.append(rows)
             continue

@@ -161,7 +161,7 @@ def _means(query, noisy: np.ndarray) -> np.ndarray:
     return flat / max(count, 1.0)
 
 
-def reweight(private: PrivateTable, codes: np.ndarray, values: Mapping[str, np.ndarray], ctx: RunContext,
+def reweight_rows(private: PrivateTable, codes: np.ndarray, values: Mapping[str, np.ndarray], ctx: RunContext,
              spec: ReweightSpec) -> Reweighting:
     """Which synthetic rows to keep (see the module doc).  ``codes``: the synthetic rows (domain
     order); ``values``: their raw values of the numeric columns.  Privacy cost: everything that

@@ -115,12 +115,12 @@ class AdditiveModel:
     prior: np.ndarray                  # groups × labels
     terms: dict[int, np.ndarray]       # column -> groups × values × labels
 
-    def log_posterior(self, codes: np.ndarray, groups: np.ndarray, use: list[int] | None = None) -> np.ndarray:
-        """n × labels normalised log P(label | the ``use`` columns) (default: all of the model's); ``groups``
-        (each row's sensitive group) matter only to a model with one table per group."""
+    def log_posterior(self, codes: np.ndarray, groups: np.ndarray) -> np.ndarray:
+        """n × labels normalised log P(label | the model's columns); ``groups`` (each row's sensitive
+        group) matter only to a model with one table per group."""
         groups = groups if len(self.prior) > 1 else np.zeros(len(codes), dtype=np.int64)
         out = self.prior[groups].copy()
-        for j in (self.columns if use is None else use):
+        for j in self.columns:
             out += self.terms[j][groups, codes[:, j]]
         return out - np.logaddexp.reduce(out, axis=1, keepdims=True)
 

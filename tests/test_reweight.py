@@ -109,13 +109,15 @@ def test_reweighting_per_group_keeps_each_groups_rows():
     ("", "--reweight names no measures"),
     ("marginals:SEX×JOB×LABEL", "is not a 1- or 2-way marginal"),
     ("means:AGE", "unknown measure 'means'"),
+    (None, "--reweight-share needs --reweight SPEC"),
 ])
 def test_bad_reweight_specs_are_one_line_and_write_nothing(tmp_path, capsys, spec, message):
     frame, params = data()
     (tmp_path / "p.json").write_text(json.dumps(params))
     frame.to_csv(tmp_path / "private.csv", index=False)
+    extra = ["--reweight", spec] if spec is not None else ["--reweight-share", "0.2"]
     code = main(["--params", str(tmp_path / "p.json"), "--private", str(tmp_path / "private.csv"),
-                 "--output", str(tmp_path / "out.csv"), "--reweight", spec])
+                 "--output", str(tmp_path / "out.csv")] + extra)
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and message in err[0], err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p.json", "private.csv"]
@@ -128,6 +130,18 @@ def test_moments_star_takes_every_numeric_column_and_the_share_is_checked():
         parse_reweight("moments:X", ["X"], ["X"], share=1.0)
 
 
+def test_superquail_inside_a_reweighted_release_nests_its_hold_and_spends_the_budget():
+    frame, params = data()
+    params = dict(params, runs=params["runs"][:1])
+    (run,) = release(frame, params, None, "superquail", {"target": "LABEL"}, seed=6, group_columns=(),
+                     reweight="moments:AGE,HOURS", reweight_share=0.2)
+    charges = run.ledger.charges
+    assert sum(c.rho for c in charges) == pytest.approx(run.ledger.budget, rel=1e-9)
+    assert sum(c.rho for c in charges if c.step.startswith("reweighting")) == pytest.approx(
+        0.2 * run.ledger.budget, rel=1e-6)
+    assert not run.ledger.held
+
+
 def test_a_held_share_is_out_of_reach_until_released():
     from lib.privacy.accounting import BudgetExceeded, Ledger
     ledger = Ledger(1.0, 1e-9)
@@ -138,3 +152,9 @@ def test_a_held_share_is_out_of_reach_until_released():
     ledger.charge("the method", "gaussian", 1.0, 1.0, ledger.remaining)
     ledger.unhold()
     assert ledger.remaining == pytest.approx(0.3 * ledger.budget) and ledger.spent <= ledger.budget
+    ledger.hold(0.2 * ledger.budget)
+    ledger.hold(0.05 * ledger.budget)  # a stage inside a held block holds a share of what it sees
+    assert ledger.remaining == pytest.approx(0.05 * ledger.budget)
+    ledger.unhold()
+    ledger.unhold()
+    assert ledger.remaining == pytest.approx(0.3 * ledger.budget)

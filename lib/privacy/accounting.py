@@ -124,14 +124,15 @@ class Ledger:
     The budget is rho = rho_from_eps_delta(epsilon, delta).  The total spent (an exact
     ``math.fsum`` of the charges) never exceeds it: ``grant`` tells a mechanism how much
     rho a step may take before it draws noise, and ``charge`` records a granted step.
-    ``hold`` keeps a later stage's share out of reach of charges until ``unhold``.
+    ``hold`` keeps a later stage's share out of reach of charges until ``unhold`` (holds nest: a
+    stage inside a held block may hold a share of what it sees, and ``unhold`` frees the latest).
     """
 
     epsilon: float
     delta: float
     budget: float = field(init=False)
     charges: list[Charge] = field(default_factory=list)
-    held: float = field(default=0.0, init=False)
+    held: list[float] = field(default_factory=list, init=False)
 
     def __post_init__(self):
         self.budget = rho_from_eps_delta(self.epsilon, self.delta)
@@ -143,7 +144,7 @@ class Ledger:
     @property
     def remaining(self) -> float:
         """The largest rho one more charge can take (spent + remaining <= budget exactly)."""
-        rhos = [c.rho for c in self.charges] + [self.held]
+        rhos = [c.rho for c in self.charges] + self.held
         left = self.budget - math.fsum(rhos)
         while left > 0 and math.fsum(rhos + [left]) > self.budget:
             left = math.nextafter(left, 0.0)
@@ -151,15 +152,13 @@ class Ledger:
 
     def hold(self, rho: float) -> None:
         """Keep ``rho`` (at most what remains) out of reach of every charge until ``unhold``."""
-        if self.held:
-            raise RuntimeError("a share is already held")
         if not 0 <= rho <= self.remaining:
             raise BudgetExceeded(f"cannot hold rho={rho:.6g}: {self.remaining:.6g} remains")
-        self.held = float(rho)
+        self.held.append(float(rho))
 
     def unhold(self) -> None:
-        """Make the held share available again."""
-        self.held = 0.0
+        """Make the latest held share available again."""
+        self.held.pop()
 
     def grant(self, rho: float, step: str) -> float:
         """The rho a step asking for ``rho`` takes: ``rho`` itself when it fits; exactly what
@@ -188,7 +187,7 @@ class Ledger:
         return c
 
     def _fits(self, rho: float) -> bool:
-        return math.fsum([c.rho for c in self.charges] + [rho, self.held]) <= self.budget
+        return math.fsum([c.rho for c in self.charges] + [rho] + self.held) <= self.budget
 
     def epsilon_spent(self) -> float:
         """The epsilon the charges amount to.  The budget is the largest rho whose guarantee
