@@ -11,7 +11,10 @@ with the ``score`` command's code (evaluation/scoring.py) against the real table
 Sprint-2 score (per group when the dataset has groups), mean 1/2/3-way TVD (100 random
 3-way marginals), the raw-value errors of evaluation/mixed.py (mixed marginals; linear
 thresholds with a target) and, with a target, the accuracy and macro F1 of a logistic
-regression trained on the synthetic table and tested on held-out real rows.  Means over seeds.
+regression trained on the synthetic table and tested on held-out real rows, with its largest
+gap in false-negative rate between the groups of the dataset's sensitive column (``--sensitive``
+for another), per seed and between the groups' seed-mean rates.  Means over seeds.  The
+datasets are read from ../shared/data, or from the folder the BENCH_DATA variable names.
 
 Peers (``--methods mst aim``, bench/peers.py, after ``pip install -r requirements-bench.txt``):
 private-pgm's MST and AIM on the same integer codes (encoded as the release encodes
@@ -44,6 +47,7 @@ import argparse
 import json
 import logging
 import multiprocessing
+import os
 import resource
 import sys
 import time
@@ -63,7 +67,7 @@ from dataloader.schema import parse_schema  # noqa: E402
 from evaluation.scoring import EvaluationOptions, Evaluator  # noqa: E402
 from method.reweight import SHARE as REWEIGHT_SHARE  # noqa: E402
 
-SHARED = ROOT.parent / "shared" / "data"
+SHARED = Path(os.environ.get("BENCH_DATA", ROOT.parent / "shared" / "data"))  # BENCH_DATA: a copy elsewhere
 VARIANTS = {"histogram": ("histogram", {}), "dpsyn": ("dpsyn", {}), "dpsyn-select": ("dpsyn", {"marginals": "select"}),
             "dpsyn-writeup": ("dpsyn", {"planner": "write-up"}), "dpsyn-adaptive": ("dpsyn", {"regime": "adaptive"}),
             "rap": ("rap", {}),
@@ -187,6 +191,7 @@ DATASETS = {"demo": demo, "adult": adult, "adult_raw": adult_raw, "ct_drug_death
 _DATA: Dataset | None = None  # the dataset of the current batch, inherited by forked runs
 _SHARE = REWEIGHT_SHARE  # the +reweight variants' share, set by --reweight-share
 _SUPERQUAIL: dict = {}  # --superquail-alpha / --superquail-beta
+_RAP: dict = {}  # --rap-rows / --rap-device
 
 
 def _one_run(args) -> tuple[pd.DataFrame, float, float]:
@@ -212,6 +217,8 @@ def _one_run(args) -> tuple[pd.DataFrame, float, float]:
             options = {**options, "sensitive": data.sensitive}
         if method == "superquail":
             options = {**options, **_SUPERQUAIL}
+        if method == "rap":
+            options = {**options, **_RAP}
         reweight = {"reweight": "moments:*", "reweight_share": _SHARE} if variant.endswith("+reweight") else {}
         (run,) = release(data.private, data.params(eps), data.public, method, options, seed=seed,
                          group_columns=data.groups, on_invalid=data.on_invalid, id_column=data.id_column, **reweight)
@@ -225,8 +232,23 @@ def _fnr_gap(trained: dict) -> float:
     return np.nan if gap is None else gap
 
 
+def _fnrs(trained: dict) -> dict[str, float]:
+    """Each sensitive group's false-negative rate (groups with positives in the test rows)."""
+    groups = trained.get("by_group", {}).get("groups", {})
+    return {g: r["false_negative_rate"] for g, r in groups.items() if r["false_negative_rate"] is not None}
+
+
+def _gap_of_means(fnrs: list[dict[str, float]]) -> float:
+    """The largest gap between the groups' false-negative rates averaged over seeds (NaN without groups).
+    Unlike the mean of each seed's largest gap, a group with few positives in the test rows does not
+    add its seed-to-seed scatter to the gap."""
+    groups = set().union(*fnrs) if fnrs else set()
+    means = [np.mean([f[g] for f in fnrs if g in f]) for g in groups]
+    return float(max(means) - min(means)) if len(means) > 1 else np.nan
+
+
 def main() -> None:
-    global _DATA, _SHARE, _SUPERQUAIL
+    global _DATA, _SHARE, _SUPERQUAIL, _RAP
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--datasets", nargs="+", choices=list(DATASETS), default=list(DATASETS))
     parser.add_argument("--methods", nargs="+", choices=list(VARIANTS) + list(PEERS), default=list(VARIANTS),
@@ -240,24 +262,31 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "run_bench.md")
     parser.add_argument("--superquail-alpha", type=float, help="the superquail variants' --alpha (its grid)")
     parser.add_argument("--superquail-beta", type=int, help="the superquail variants' --beta (its grid)")
+    parser.add_argument("--sensitive", help="the column whose groups the scorer compares (and superquail-bal's "
+                                            "--sensitive), instead of the dataset's own")
+    parser.add_argument("--rap-rows", type=int, help="the rap variants' --rows (relaxed rows)")
+    parser.add_argument("--rap-device", choices=("cpu", "gpu"), help="the rap variants' --device")
     args = parser.parse_args()
     _SHARE = args.reweight_share
     _SUPERQUAIL = {k: v for k, v in (("alpha", args.superquail_alpha), ("beta", args.superquail_beta)) if v is not None}
+    _RAP = {k: v for k, v in (("rows", args.rap_rows), ("device", args.rap_device)) if v is not None}
     logging.basicConfig(level=logging.ERROR)  # every run is seeded on purpose: no per-run warning
     lines = ["| dataset | method | eps | Sprint-2 score | TVD 1-way | TVD 2-way | TVD 3-way | mixed-marginal error | "
              "linear-threshold error | correlation error | accuracy (synthetic-trained; real-trained) | "
-             "macro F1 (synthetic-trained; real-trained) | largest FNR gap between groups | wall s | peak MB |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "macro F1 (synthetic-trained; real-trained) | largest FNR gap between groups | "
+             "FNR gap of the seed means | wall s | peak MB |", "|---" * 16 + "|"]
     print("\n".join(lines), flush=True)
     ctx = multiprocessing.get_context("fork")
     for name in args.datasets:
         _DATA = DATASETS[name]()
+        if args.sensitive:
+            _DATA.sensitive = args.sensitive
         evaluator = Evaluator(parse_schema(_DATA.params(1.0)), _DATA.real,
                               EvaluationOptions(group_columns=_DATA.groups, target=_DATA.target,
                                                 sensitive=_DATA.sensitive if _DATA.target else None))
         for variant in args.methods:
             for eps in args.eps:
-                rows = []
+                rows, fnrs = [], []
                 for seed in range(args.seeds):
                     with ctx.Pool(1) as pool:
                         table, seconds, peak = pool.apply(_one_run, ((variant, eps, seed, args.aim_cap),))
@@ -270,10 +299,11 @@ def main() -> None:
                                 + [u.get(side, {}).get(k, np.nan) for k in ("accuracy", "macro_f1")
                                    for side in ("trained_on_synthetic", "trained_on_real")]
                                 + [_fnr_gap(u.get("trained_on_synthetic", {})), seconds, peak])
+                    fnrs.append(_fnrs(u.get("trained_on_synthetic", {})))
                 m = np.mean(rows, axis=0)
                 line = (f"| {name} | {variant} | {eps:g} | {m[0]:.1f} | {m[1]:.4f} | {m[2]:.4f} | {m[3]:.4f} | "
                         f"{m[4]:.4f} | {m[5]:.4f} | {m[6]:.4f} | {m[7]:.3f}; {m[8]:.3f} | {m[9]:.3f}; {m[10]:.3f} | "
-                        f"{m[11]:.3f} | {m[12]:.1f} | {m[13]:.0f} |")
+                        f"{m[11]:.3f} | {_gap_of_means(fnrs):.3f} | {m[12]:.1f} | {m[13]:.0f} |")
                 lines.append(line)
                 print(line, flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)

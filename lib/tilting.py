@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import cvxpy as cp
 import numpy as np
 from scipy.special import logsumexp, softmax
 
@@ -34,6 +33,7 @@ def consistent_answers(support: np.ndarray, noisy: np.ndarray, sigma: np.ndarray
     noisy) / sigma||², m >= 0: the Gaussian-noise projection of the paper's §3).  Any answer
     vector returned is one a distribution on the support gives, so the tilt toward it exists.
     None when the projection puts no mass anywhere (every noisy sum at or below 0)."""
+    import cvxpy as cp  # here, not at the top: it takes over a second to import, and only --reweight needs it
     support = np.asarray(support, dtype=np.float64)
     noisy = np.asarray(noisy, dtype=np.float64)
     sigma = np.asarray(sigma, dtype=np.float64)
