@@ -49,8 +49,9 @@ class DpsynOptions:
     group_floor: int = option(0, "raise every positive noisy group size to at least this many rows", type=int,
                               minimum=0)
     planner: str = option(AUTO, "auto: the write-up's regimes, except that where it would measure 1-way or 2-way "
-                                "marginals, the adaptive rounds are used unless measuring every pair is cheap; "
-                                "write-up: the write-up's regimes only", choices=PLANNERS)
+                                "marginals, the adaptive rounds are used unless measuring every pair (and every "
+                                "group × column marginal) is cheap; write-up: the write-up's regimes only",
+                          choices=PLANNERS)
     max_cells: int = option(20_000, "adaptive regime: the largest marginal (in cells) a round may measure",
                             type=int, minimum=1)
     group_round: int = option(1, "round noisy group sizes to a multiple of this (the write-up's K); where groups "
@@ -75,8 +76,11 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
             noisy_total = total.total
             targets.append(((), total.noisy.reshape(()), total.sigma))  # weighed in the common total
         pair_cells = tuple(domain.sizes[a] * domain.sizes[b] for a, b in itertools.combinations(other_idx, 2))
+        group_cells = tuple(int(np.prod([domain.sizes[g] for g in group_idx])) * domain.sizes[j]
+                            for j in other_idx) if group_idx else ()
         plan = make_plan(eps, theta, noisy_total, bool(group_idx), public_codes is not None, options.regime,
-                         columns=len(other_idx), rho=rho if options.planner == AUTO else None, pair_cells=pair_cells)
+                         columns=len(other_idx), rho=rho if options.planner == AUTO else None, pair_cells=pair_cells,
+                         group_cells=group_cells)
         log.info("dpsyn eps=%g: %s", eps, plan.describe(rho))
         base = None
         if plan.regime == ADAPTIVE:

@@ -12,7 +12,9 @@ tau1 = 1500*theta/N~, tau2 = 6*tau1 with N~ the noisy total.
 
 Beyond the write-up (issue 11): where it picks one-way or two-way, the planner keeps
 two-way only when measuring every pair is cheap (expected L1 noise per pair below
-TWO_WAY_NOISE of the rows, see ``pair_noise``) and otherwise picks "adaptive"
+TWO_WAY_NOISE of the rows, see ``pair_noise``) and, with groups, every group × column
+marginal too (the same test on their cells: many small groups make each group's own
+marginals mostly noise, as on the Sprint-2 shape), and otherwise picks "adaptive"
 (method/adaptive.py: AIM-style rounds that measure what the model gets wrong), with the
 group-count share of the regime it replaces (the two-way one when forced).  The threshold comes from bench/run_bench.py.
 
@@ -86,24 +88,27 @@ def total_share(epsilon: float, theta: int) -> float:
 
 
 def pair_noise(rho: float, theta: int, noisy_total: float, pair_cells: tuple[int, ...]) -> float:
-    """Expected L1 noise of one 2-way marginal, over the noisy total, when all of ``rho`` is split
-    evenly over the pairs (cells ``pair_cells``): sqrt(2/π)·θ·sqrt(P/(2ρ))·mean cells / N.
-    Public: computed from the budget, the domain and the released noisy total."""
+    """Expected L1 noise of one marginal of a set (2-way marginals, or group × column ones), over the
+    noisy total, when all of ``rho`` is split evenly over the P marginals of the set (cells
+    ``pair_cells``): sqrt(2/π)·θ·sqrt(P/(2ρ))·mean cells / N.  For group × column marginals that is
+    the noise of a group's own marginal over the group's mean size.  Public: computed from the
+    budget, the domain and the released noisy total."""
     sigma = theta * math.sqrt(len(pair_cells) / (2 * rho))
     return math.sqrt(2 / math.pi) * sigma * sum(pair_cells) / len(pair_cells) / max(noisy_total, 1.0)
 
 
 def make_plan(epsilon: float, theta: int, noisy_total: float | None, has_groups: bool, has_public: bool,
               forced: str | None = None, columns: int = 2, rho: float | None = None,
-              pair_cells: tuple[int, ...] = ()) -> Plan:
+              pair_cells: tuple[int, ...] = (), group_cells: tuple[int, ...] = ()) -> Plan:
     """The regime choice and shares for one run; ``forced`` overrides the regime.
 
     ``noisy_total`` is given exactly when ``needs_total`` says so (bought with ``total_share``).
     ``columns``: how many non-group columns there are; with none, the marginal share goes
     to the group counts.  Where the write-up picks one-way or two-way and ``rho`` and
     ``pair_cells`` (the cells of every pair of non-group columns) are given, measuring every
-    pair decides: two-way when its noise (``pair_noise``) is below TWO_WAY_NOISE, else the
-    adaptive rounds, which measure only the marginals worth their noise.
+    pair decides: two-way when its noise (``pair_noise``) is below TWO_WAY_NOISE, and so is that of
+    the group × column marginals (cells ``group_cells``) where there are groups; else the adaptive
+    rounds, which measure only the marginals worth their noise.
     """
     t = Thresholds.for_theta(theta)
     total_eps, tau1, tau2 = 0.0, 0.0, 0.0
@@ -122,7 +127,9 @@ def make_plan(epsilon: float, theta: int, noisy_total: float | None, has_groups:
             regime = TWO_WAY
         written = regime  # the write-up's choice: the adaptive regime keeps its group-count share
         if regime != PUBLIC and rho is not None and pair_cells:
-            regime = TWO_WAY if pair_noise(rho, theta, noisy_total, pair_cells) < TWO_WAY_NOISE else ADAPTIVE
+            sets = [pair_cells] + ([group_cells] if has_groups and group_cells else [])
+            cheap = all(pair_noise(rho, theta, noisy_total, cells) < TWO_WAY_NOISE for cells in sets)
+            regime = TWO_WAY if cheap else ADAPTIVE
     else:
         regime = written = forced
     rest = epsilon - total_eps

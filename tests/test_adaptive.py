@@ -86,6 +86,18 @@ def test_the_planner_measures_every_pair_only_when_that_is_cheap():
     assert plan.group_share == make_plan(5.0, 1, rows, True, False, TWO_WAY).group_share
 
 
+def test_many_small_groups_make_the_planner_measure_adaptively():
+    """Cheap pairs, but 1,000 groups of 5 rows: each group's own column marginals would be mostly
+    noise (the Sprint-2 shape at eps 10), so two-way gives way to the adaptive rounds."""
+    cells, rows = (400, 400, 400), 5000
+    few, many = (20 * 20,) * 3, (1000 * 20,) * 3  # group cells × a column's 20 cells
+    assert pair_noise(10.0, 1, rows, few) < TWO_WAY_NOISE < pair_noise(10.0, 1, rows, many)
+    assert make_plan(5.0, 1, rows, True, False, rho=10.0, pair_cells=cells, group_cells=few).regime == TWO_WAY
+    assert make_plan(5.0, 1, rows, True, False, rho=10.0, pair_cells=cells, group_cells=many).regime == ADAPTIVE
+    # without groups the group cells play no part
+    assert make_plan(5.0, 1, rows, False, False, rho=10.0, pair_cells=cells, group_cells=many).regime == TWO_WAY
+
+
 def per_person_table(people: int = 300, seed: int = 0) -> pd.DataFrame:
     """Individuals with up to three rows, some of them twice in one year."""
     rng = np.random.default_rng(seed)
