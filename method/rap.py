@@ -62,7 +62,7 @@ class RapOptions:
                                       "3-way marginals with it to the candidates; superquail (required) predicts it")
     rounds: int = option(5, "rap: adaptive rounds (T)", type=int, minimum=1)
     per_round: int = option(5, "rap: queries chosen and measured per round (K)", type=int, minimum=1)
-    rows: int = option(2000, "rap: rows of the relaxed table (n-hat); the release draws its records from them",
+    rows: int = option(4000, "rap: rows of the relaxed table (n-hat); the release draws its records from them",
                        type=int, minimum=10)
     steps: int = option(60, "rap: most Adam steps per inverse temperature of a projection", type=int, minimum=1)
     device: str = option("cpu", "rap: where projections run: cpu (numpy) or gpu (cupy; an optional extra, "
