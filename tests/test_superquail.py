@@ -55,6 +55,23 @@ def test_fair_variant_runs_per_group_with_the_same_accounting():
     assert sum(c.rho for c in run.ledger.charges) == pytest.approx(run.ledger.budget, rel=1e-9)
 
 
+def test_only_confident_predictions_replace_the_synthesizers_labels(monkeypatch):
+    """Without --fair the target becomes the prediction only where the classifier is CONFIDENCE sure:
+    post-processing that touches the target alone (same seed: every other column and the ledger agree)."""
+    frame, params = data()
+    params = dict(params, runs=params["runs"][:1])
+    out = {}
+    for confidence in (0.0, 1.01):  # every label replaced; none replaced
+        monkeypatch.setattr("method.superquail.CONFIDENCE", confidence)
+        (out[confidence],) = release(frame, params, None, "superquail", {"target": "LABEL"}, seed=3,
+                                     group_columns=())
+    every, none = out[0.0], out[1.01]
+    others = [c for c in every.table.columns if c != "LABEL"]
+    pd.testing.assert_frame_equal(every.table[others], none.table[others])
+    assert (every.table["LABEL"] != none.table["LABEL"]).any()
+    assert [(c.step, c.rho) for c in every.ledger.charges] == [(c.step, c.rho) for c in none.ledger.charges]
+
+
 @pytest.mark.parametrize("extra, message", [
     (["--fair", "bal"], "--fair bal needs --sensitive COLUMN"),
     (["--target", "AGE"], "--target AGE must be a categorical column"),
