@@ -112,9 +112,9 @@ def test_round_robin_merge_takes_the_protected_group_last_then_first_in_a_partia
 def test_balanced_thresholds_bring_the_groups_false_negative_rates_together():
     rng = np.random.default_rng(3)
     groups = rng.integers(0, 2, 4000)
-    truth = rng.random(4000) < 0.4
-    # the classifier is less sure about positives of group 1, so at 1/2 it misses more of them
-    probability = np.clip(np.where(truth, np.where(groups == 1, 0.45, 0.7), 0.3) + rng.normal(0, 0.1, 4000), 0, 1)
+    # a calibrated classifier whose probabilities are lower in group 1, so at 1/2 it misses more of its positives
+    probability = np.where(groups == 1, 0.7, 1.0) * rng.beta(2, 2, 4000)
+    truth = rng.random(4000) < probability
 
     def gap(t):
         fnr = [float((probability[(groups == g) & truth] < t[g]).mean()) for g in (0, 1)]
