@@ -25,16 +25,20 @@ sys.path.insert(0, str(ROOT))
 from bench.run_bench import DATASETS  # noqa: E402
 from dataloader.schema import NUMERIC, parse_schema  # noqa: E402
 from lib.privacy.accounting import gaussian_sigma, rho_from_eps_delta  # noqa: E402
+from lib.privacy.queries import Moments  # noqa: E402
 
 DRAWS = 200
 
 
-def _correlations(count: float, sums: np.ndarray, products: np.ndarray) -> np.ndarray:
-    """Upper-triangle correlations from a count, sums and a symmetric matrix of sums of products."""
-    mean = sums / count
-    cov = products / count - np.outer(mean, mean)
+def _correlations(sums: np.ndarray, p: int) -> np.ndarray:
+    """Upper-triangle correlations from one Moments answer (count, p sums, sums of products i <= j)."""
+    mean = sums[1:1 + p] / sums[0]
+    products = np.zeros((p, p))
+    products[np.triu_indices(p)] = sums[1 + p:]
+    products = np.triu(products) + np.triu(products, 1).T
+    cov = products / sums[0] - np.outer(mean, mean)
     sd = np.sqrt(np.clip(np.diag(cov), 1e-12, None))
-    return np.clip(cov / np.outer(sd, sd), -1, 1)[np.triu_indices(len(sums), 1)]
+    return np.clip(cov / np.outer(sd, sd), -1, 1)[np.triu_indices(p, 1)]
 
 
 def main() -> None:
@@ -52,22 +56,16 @@ def main() -> None:
         columns = [c for c in schema.columns if c.kind == NUMERIC]
         x = np.column_stack([((data.real[c.name].replace(c.null, np.nan) if c.null else data.real[c.name])
                               .astype(float).to_numpy() - c.low) / (c.high - c.low) for c in columns])
-        x = np.nan_to_num(x, nan=0.0)
+        query = Moments(tuple(c.name for c in columns))
+        exact = query.row_values(x).sum(axis=0)  # the query's answer on the whole table (nulls as 0)
         n, p = x.shape
-        k = 1 + p + p * (p + 1) // 2
-        exact = _correlations(n, x.sum(axis=0), x.T @ x)
-        upper = np.triu_indices(p)
+        truth = _correlations(exact, p)
         for eps in args.eps:
             rho = rho_from_eps_delta(eps, data.delta)
             for share in args.shares:
-                sigma = gaussian_sigma(data.theta * np.sqrt(k), share * rho)
-                errors = []
-                for _ in range(DRAWS):
-                    products = np.zeros((p, p))
-                    products[upper] = (x.T @ x)[upper] + rng.normal(0, sigma, len(upper[0]))
-                    products = np.triu(products) + np.triu(products, 1).T
-                    noisy = _correlations(n + rng.normal(0, sigma), x.sum(axis=0) + rng.normal(0, sigma, p), products)
-                    errors.append(np.abs(noisy - exact).mean())
+                sigma = gaussian_sigma(query.sensitivity(data.theta).l2, share * rho)
+                errors = [np.abs(_correlations(exact + rng.normal(0, sigma, exact.size), p) - truth).mean()
+                          for _ in range(DRAWS)]
                 print(f"| {name} | {p} | {n} | {eps:g} | {share:g} | {sigma / n:.2e} | {np.mean(errors):.4f} |",
                       flush=True)
 

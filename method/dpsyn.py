@@ -76,8 +76,7 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
             noisy_total = total.total
             targets.append(((), total.noisy.reshape(()), total.sigma))  # weighed in the common total
         pair_cells = tuple(domain.sizes[a] * domain.sizes[b] for a, b in itertools.combinations(other_idx, 2))
-        group_cells = tuple(int(np.prod([domain.sizes[g] for g in group_idx])) * domain.sizes[j]
-                            for j in other_idx) if group_idx else ()
+        group_cells = tuple(domain.size(ctx.group_columns) * domain.sizes[j] for j in other_idx) if group_idx else ()
         plan = make_plan(eps, theta, noisy_total, bool(group_idx), public_codes is not None, options.regime,
                          columns=len(other_idx), rho=rho if options.planner == AUTO else None, pair_cells=pair_cells,
                          group_cells=group_cells)

@@ -323,6 +323,7 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
                      options.target, options.sensitive, ", ".join(f"{t:.2f}" for t in thresholds))
         order = np.argsort(ctx.rng.random((len(codes), len(chosen) + 1)), axis=1)
         models = feature_models + [model]
+        predicted = 0  # records whose target became the classifier's prediction
         for step in range(len(models)):
             for m, classifier in enumerate(models):
                 rows = np.flatnonzero(order[:, step] == m)
@@ -333,9 +334,7 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
                     if options.fair == "none":  # where the classifier is unsure, the synthesizer's label stays
                         sure = posterior.max(axis=1) >= CONFIDENCE
                         rows, posterior = rows[sure], posterior[sure]
-                        log.info("superquail: %s set to the classifier's prediction in %.0f%% of the records "
-                                 "(where it is at least %.0f%% sure; the synthesizer's label elsewhere)",
-                                 options.target, 100 * sure.mean(), 100 * CONFIDENCE)
+                    predicted += len(rows)
                     if domain.sizes[target] == 2:
                         codes[rows, target] = posterior[:, 1] >= thresholds[groups[rows]]
                     else:
@@ -344,6 +343,10 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
                     cdf = np.cumsum(posterior, axis=1)
                     u = ctx.rng.random(len(rows))[:, None] * cdf[:, -1:]
                     codes[rows, classifier.label] = np.minimum((cdf < u).sum(axis=1), posterior.shape[1] - 1)
+        if options.fair == "none":
+            log.info("superquail: %s set to the classifier's prediction in %.0f%% of the records (where it is at "
+                     "least %.0f%% sure; the synthesizer's label elsewhere)", options.target,
+                     100 * predicted / max(len(codes), 1), 100 * CONFIDENCE)
     return SynthesisResult(codes)
 
 
