@@ -25,6 +25,8 @@ Datasets:
 * demo: the bundled ACS excerpts (national 2018+2019), public MA+TX file, groups
   PUMA × YEAR, delta 1e-10, target OWN_RENT (rows with an industry code outside the
   schema dropped, as ./run.sh does);
+* acs_income: the demo's tables restricted to rows with an income decile, target INCOME_HIGH (decile >= 5),
+  the income columns (PINCP, PINCP_DECILE, POVPIP) dropped, sensitive SEX;
 * adult: ../shared/data/adult_privatepgm, 14 integer-coded columns (domain from its
   json), no groups, no public file, delta 1e-9, target income>50K;
 * adult_raw: ../shared/data/uci_adult/adult.data as published (32,561 rows; age, fnlwgt,
@@ -119,6 +121,25 @@ def demo() -> Dataset:
                    "drop")
 
 
+INCOME_COLUMNS = ("PINCP", "PINCP_DECILE", "POVPIP")  # income and what is computed from it
+
+
+def acs_income() -> Dataset:
+    """The demo's tables (private and public) as an income task: rows with an income decile (people 15 and over),
+    INCOME_HIGH = 1 where PINCP_DECILE >= 5, the income columns dropped, target INCOME_HIGH, sensitive SEX."""
+    base = demo()
+
+    def derive(table: pd.DataFrame) -> pd.DataFrame:
+        table = table[table["PINCP_DECILE"] != "N"]
+        high = (table["PINCP_DECILE"].astype(int) >= 5).astype(int).astype(str)
+        return table.drop(columns=list(INCOME_COLUMNS)).assign(INCOME_HIGH=high).reset_index(drop=True)
+
+    schema = {c: e for c, e in base.schema.items() if c not in INCOME_COLUMNS}
+    schema["INCOME_HIGH"] = {"dtype": "int", "values": [0, 1]}
+    return Dataset("acs_income", schema, derive(base.private), derive(base.public), base.groups, base.delta,
+                   "INCOME_HIGH", base.on_invalid, sensitive="SEX")
+
+
 def adult() -> Dataset:
     folder = SHARED / "adult_privatepgm"
     domain = json.loads((folder / "adult-domain.json").read_text())
@@ -186,8 +207,8 @@ def sprint2(rows: int = 100_000) -> Dataset:
                    "clip", "sim_individual_id", 7, ("YEAR",))
 
 
-DATASETS = {"demo": demo, "adult": adult, "adult_raw": adult_raw, "ct_drug_deaths": ct_drug_deaths,
-            "acs_split": acs_split, "sprint2": sprint2}
+DATASETS = {"demo": demo, "acs_income": acs_income, "adult": adult, "adult_raw": adult_raw,
+            "ct_drug_deaths": ct_drug_deaths, "acs_split": acs_split, "sprint2": sprint2}
 _DATA: Dataset | None = None  # the dataset of the current batch, inherited by forked runs
 _SHARE = REWEIGHT_SHARE  # the +reweight variants' share, set by --reweight-share
 _SUPERQUAIL: dict = {}  # --superquail-alpha / --superquail-beta

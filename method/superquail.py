@@ -7,9 +7,10 @@ on our own synthesizer and DP classifiers:
    SYNTH_SHARE of it through ``PrivateTable.holding``) and the target's classifier (the rest);
    the other 1 - alpha is split equally between the ``--beta`` feature classifiers.
 2. DP classifiers.  The target's (``--classifier logistic``, default): a multinomial logistic
-   regression on every other column's one-hot codes by noisy gradient descent, each step one
-   Gaussian measurement of the loss's gradient sums (``LogisticGradients``, sensitivity theta ×
-   sqrt(2 × (columns + 1))), with ``--sensitive`` among its features.  Feature classifiers (and
+   regression on every other column's one-hot codes, with ``--sensitive`` among its features: exact
+   gradient descent on the base synthesizer's records (free), then noisy steps on the private rows,
+   each one Gaussian measurement of the loss's gradient sums (``LogisticGradients``, sensitivity
+   theta × sqrt(2 × (columns + 1))).  Feature classifiers (and
    the target's with ``--classifier nb``): naive Bayes models whose tables are noisy 2-way
    marginals (label × each other column; for the target with ``--sensitive``, 3-way label × column
    × sensitive: one model per group), the classifier's rho split equally between its marginals;
@@ -46,7 +47,7 @@ import numpy as np
 
 from lib.privacy.accounting import eps_from_rho_delta
 from lib.privacy.private_table import PrivateTable
-from lib.privacy.queries import LogisticGradients, Marginal
+from lib.privacy.queries import LogisticGradients, Marginal, Records
 from method import dpsyn
 from method.base import Method, PublicData, RunContext, SynthesisResult, option
 
@@ -63,7 +64,10 @@ ACCURACY_SLACK = 0.02  # fnr: the protected group's accuracy may drop this much 
 CONFIDENCE = 0.9  # without --fair, the target is set to the prediction only where its probability is this high
                   # (bench/RESULTS.md "SuperQUAIL": 0.8 lost on the demo; always, the paper's, lost more)
 LOGISTIC_STEPS = 20
-LOGISTIC_RATE = 8.0       # over the features a row holds: their diagonal Newton steps (curvature <= 1/4) add up
+WARM_STEPS = 100          # exact steps on the base synthesizer's records before the noisy ones (free)
+RATES = (8.0, 4.0, 2.0)   # over the ones a row holds: 2 is 1 / L (cross-entropy curves at most 1/2 in the logits,
+                          # so the Hessian is at most (columns + 1) / 2 × diag(shares)); larger steps pay on Adult
+                          # and oscillate on acs_income, so fit_logistic tries each on the synthetic records
 L2 = 1e-3
 FREQUENCY_FLOOR = 0.01    # smallest feature share the step divides by (rare codes would magnify the noise)
 CLASSIFIERS = ("logistic", "nb")
@@ -153,33 +157,59 @@ def _fit(private: PrivateTable, ctx: RunContext, label: int, columns: list[int],
 
 
 def fit_logistic(private: PrivateTable, ctx: RunContext, label: int, columns: list[int], rho: float,
-                 frequencies: dict[int, np.ndarray], rows: int, steps: int = LOGISTIC_STEPS) -> AdditiveModel:
-    """A multinomial logistic regression of column ``label`` on the one-hot codes of ``columns``, by
-    ``steps`` rounds of noisy gradient descent: each round measures the gradient sums at the current
-    weights (LogisticGradients, rho / steps each), then steps by LOGISTIC_RATE / (columns + 1) × (gradient
-    / ``rows`` + L2 × W), divided per feature by its share of rows in the synthetic records
-    (``frequencies``: public, floored at FREQUENCY_FLOOR): a damped diagonal Newton step for one-hot
-    features (20 steps reach 0.857 accuracy on Adult at eps 1000, real-trained 0.861).  Privacy cost:
-    ``rho``.  Returned as an additive model whose terms are centred on the synthetic codes' average, so
-    that leaving a column out (DPSAGE) stands for its mean contribution."""
+                 codes: np.ndarray, steps: int = LOGISTIC_STEPS, warm_steps: int = WARM_STEPS) -> AdditiveModel:
+    """A multinomial logistic regression of column ``label`` on the one-hot codes of ``columns``.
+    Every step moves by rate / (columns + 1) × (gradient / rows + L2 × W), divided per feature by its
+    share of the synthetic records ``codes`` (floored at FREQUENCY_FLOOR): a damped diagonal Newton
+    step for one-hot features, rows being the synthetic records' count.  The rate is the one of RATES
+    whose ``steps`` exact steps from zero reach the lowest loss on the synthetic records; from zero,
+    ``warm_steps`` exact steps at that rate (all of this post-processing: free); then ``steps`` noisy
+    ones, each measuring the gradient sums at the current weights on the private rows
+    (LogisticGradients, rho / steps each).  Privacy cost: ``rho``.  Returned as an additive model
+    whose terms are centred on the synthetic codes' average, so that leaving a column out (DPSAGE)
+    stands for its mean contribution."""
     domain = ctx.domain
     names = tuple(domain.names[j] for j in columns)
     sizes = [domain.sizes[j] for j in columns]
+    frequencies = {j: np.bincount(codes[:, j], minlength=domain.sizes[j]) / max(len(codes), 1) for j in columns}
     scale = np.concatenate([[1.0]] + [np.maximum(frequencies[j], FREQUENCY_FLOOR) for j in columns])
-    weights = np.zeros((domain.sizes[label], len(scale)))
-    for step in range(steps):
-        query = LogisticGradients(names, domain.names[label], tuple(tuple(float(v) for v in w) for w in weights))
-        noisy = private.measure(query, rho / steps, f"superquail: target classifier: gradient step {step + 1}").noisy
-        gradient = np.asarray(noisy, dtype=np.float64) / max(rows, 1) + L2 * weights
-        weights = weights - LOGISTIC_RATE / (len(columns) + 1) * gradient / scale
-    starts = 1 + np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(int)
-    terms, prior = {}, weights[:, 0].copy()
-    for j, start, size in zip(columns, starts, sizes):
-        table = weights[:, start:start + size].T  # values × labels
-        mean = frequencies[j] @ table / max(frequencies[j].sum(), 1e-12)
-        terms[j] = (table - mean)[None]
-        prior += mean
-    return AdditiveModel(label, list(columns), prior[None], terms)
+    synthetic, everyone = Records(codes, {}, domain), np.zeros(len(codes), dtype=np.int64)
+
+    def model(weights: np.ndarray) -> AdditiveModel:
+        starts = 1 + np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(int)
+        terms, prior = {}, weights[:, 0].copy()
+        for j, start, size in zip(columns, starts, sizes):
+            table = weights[:, start:start + size].T  # values × labels
+            mean = frequencies[j] @ table / max(frequencies[j].sum(), 1e-12)
+            terms[j] = (table - mean)[None]
+            prior += mean
+        return AdditiveModel(label, list(columns), prior[None], terms)
+
+    def loss(weights: np.ndarray) -> float:
+        log_p = model(weights).log_posterior(codes, everyone)[np.arange(len(codes)), codes[:, label]]
+        return float(-log_p.mean() + L2 / 2 * (weights ** 2).sum()) if len(codes) else 0.0
+
+    def gradients(weights: np.ndarray) -> LogisticGradients:
+        return LogisticGradients(names, domain.names[label], tuple(tuple(float(v) for v in w) for w in weights))
+
+    def step(weights: np.ndarray, sums: np.ndarray, rate: float) -> np.ndarray:
+        gradient = np.asarray(sums, dtype=np.float64) / max(len(codes), 1) + L2 * weights
+        return weights - rate / (len(columns) + 1) * gradient / scale
+
+    def descend(rate: float, count: int) -> np.ndarray:
+        weights = np.zeros((domain.sizes[label], len(scale)))
+        for _ in range(count):
+            weights = step(weights, gradients(weights).answer(synthetic), rate)
+        return weights
+
+    rate = min(RATES, key=lambda r: loss(descend(r, steps)))  # ties: the largest
+    weights = descend(rate, warm_steps)
+    log.info("superquail: target classifier steps at rate %g (the lowest loss on the synthetic records)", rate)
+    for k in range(steps):
+        step_name = f"superquail: target classifier: gradient step {k + 1}"
+        noisy = private.measure(gradients(weights), rho / steps, step_name)
+        weights = step(weights, noisy.noisy, rate)
+    return model(weights)
 
 
 def sage_values(model: AdditiveModel, codes: np.ndarray, groups: np.ndarray, rng: np.random.Generator,
@@ -293,9 +323,7 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
             protected = int(np.argmin(group_sizes)) if group_sizes is not None else 0
         else:
             features = predictors + ([sensitive] if sensitive is not None else [])
-            frequencies = {j: np.bincount(codes[:, j], minlength=domain.sizes[j]) / max(len(codes), 1)
-                           for j in features}
-            model = fit_logistic(private, ctx, target, features, target_rho, frequencies, len(codes))
+            model = fit_logistic(private, ctx, target, features, target_rho, codes)
             protected = int(np.argmin(np.bincount(groups, minlength=n_groups)))  # by the synthetic records
         sample = ctx.rng.choice(len(codes), min(SAGE_ROWS, len(codes)), replace=False)
         rankings = []

@@ -1,6 +1,7 @@
 """SuperQUAIL (method/superquail.py): accounting, the target inside its schema values, bad options,
 determinism, and the pieces (SAGE values, round-robin merge, fair thresholds)."""
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -10,7 +11,7 @@ from api import release
 from main import main
 from lib.domain import Domain
 from lib.privacy.queries import LogisticGradients, Records
-from method.superquail import SYNTH_SHARE, AdditiveModel, merge_rankings, sage_values, tune_thresholds
+from method.superquail import SYNTH_SHARE, AdditiveModel, fit_logistic, merge_rankings, sage_values, tune_thresholds
 from test_rap import data
 
 OPTIONS = {"target": "LABEL", "beta": 2, "alpha": 0.6}
@@ -150,3 +151,19 @@ def test_logistic_gradient_sums_match_a_row_by_row_computation():
         p = np.exp(weights @ x) / np.exp(weights @ x).sum()
         expected += np.outer(p - np.eye(3)[y], x)
     assert np.allclose(query.answer(Records(codes, {}, domain)), expected)
+
+
+def test_warm_start_reads_only_the_synthetic_records_and_fits_them():
+    """With no noisy steps the classifier comes from exact steps on the synthetic records alone: it never
+    touches the private table, and it learns the label those records carry."""
+    class NoPrivateAccess:
+        def __getattr__(self, name):
+            raise AssertionError(f"the warm start read the private table ({name})")
+
+    rng = np.random.default_rng(6)
+    label = rng.integers(0, 2, 3000)
+    codes = np.column_stack([np.where(rng.random(3000) < 0.9, label, 1 - label), rng.integers(0, 4, 3000), label])
+    ctx = SimpleNamespace(domain=Domain(("A", "B", "Y"), (2, 4, 2)))
+    model = fit_logistic(NoPrivateAccess(), ctx, 2, [0, 1], 1.0, codes, steps=0)
+    predicted = model.log_posterior(codes, np.zeros(3000, dtype=np.int64)).argmax(axis=1)
+    assert (predicted == codes[:, 0]).mean() == 1.0  # the Bayes rule on these records: the label follows A
