@@ -10,8 +10,8 @@ on our own synthesizer and DP classifiers:
    regression on every other column's one-hot codes, with ``--sensitive`` among its features: exact
    gradient descent on the base synthesizer's records (free), then noisy steps on the private rows,
    each one Gaussian measurement of the loss's gradient sums (``LogisticGradients``, sensitivity
-   theta × sqrt(2 × (columns + 1))).  Feature classifiers (and
-   the target's with ``--classifier nb``): naive Bayes models whose tables are noisy 2-way
+   theta × sqrt(2 × (columns + 1))).  Feature classifiers (and the target's with
+   ``--classifier nb``): naive Bayes models whose tables are noisy 2-way
    marginals (label × each other column; for the target with ``--sensitive``, 3-way label × column
    × sensitive: one model per group), the classifier's rho split equally between its marginals;
    negative noisy counts become 0 and every cell gets one pseudo-count (post-processing).
@@ -162,9 +162,9 @@ def fit_logistic(private: PrivateTable, ctx: RunContext, label: int, columns: li
     Every step moves by rate / (columns + 1) × (gradient / rows + L2 × W), divided per feature by its
     share of the synthetic records ``codes`` (floored at FREQUENCY_FLOOR): a damped diagonal Newton
     step for one-hot features, rows being the synthetic records' count.  The rate is the one of RATES
-    whose ``steps`` exact steps from zero reach the lowest loss on the synthetic records; from zero,
-    ``warm_steps`` exact steps at that rate (all of this post-processing: free); then ``steps`` noisy
-    ones, each measuring the gradient sums at the current weights on the private rows
+    whose first ``steps`` exact steps from zero reach the lowest loss on the synthetic records; the
+    start is where ``warm_steps`` exact steps at that rate lead (all of this post-processing: free);
+    then ``steps`` noisy ones, each measuring the gradient sums at the current weights on the private rows
     (LogisticGradients, rho / steps each).  Privacy cost: ``rho``.  Returned as an additive model
     whose terms are centred on the synthetic codes' average, so that leaving a column out (DPSAGE)
     stands for its mean contribution."""
@@ -174,9 +174,9 @@ def fit_logistic(private: PrivateTable, ctx: RunContext, label: int, columns: li
     frequencies = {j: np.bincount(codes[:, j], minlength=domain.sizes[j]) / max(len(codes), 1) for j in columns}
     scale = np.concatenate([[1.0]] + [np.maximum(frequencies[j], FREQUENCY_FLOOR) for j in columns])
     synthetic, everyone = Records(codes, {}, domain), np.zeros(len(codes), dtype=np.int64)
+    starts = 1 + np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(int)
 
     def model(weights: np.ndarray) -> AdditiveModel:
-        starts = 1 + np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(int)
         terms, prior = {}, weights[:, 0].copy()
         for j, start, size in zip(columns, starts, sizes):
             table = weights[:, start:start + size].T  # values × labels
@@ -186,8 +186,10 @@ def fit_logistic(private: PrivateTable, ctx: RunContext, label: int, columns: li
         return AdditiveModel(label, list(columns), prior[None], terms)
 
     def loss(weights: np.ndarray) -> float:
+        """Regularised cross-entropy on the synthetic records (inf where a step size diverged)."""
         log_p = model(weights).log_posterior(codes, everyone)[np.arange(len(codes)), codes[:, label]]
-        return float(-log_p.mean() + L2 / 2 * (weights ** 2).sum()) if len(codes) else 0.0
+        value = float(-log_p.mean() + L2 / 2 * (weights ** 2).sum()) if len(codes) else 0.0
+        return value if np.isfinite(value) else np.inf
 
     def gradients(weights: np.ndarray) -> LogisticGradients:
         return LogisticGradients(names, domain.names[label], tuple(tuple(float(v) for v in w) for w in weights))
@@ -196,14 +198,15 @@ def fit_logistic(private: PrivateTable, ctx: RunContext, label: int, columns: li
         gradient = np.asarray(sums, dtype=np.float64) / max(len(codes), 1) + L2 * weights
         return weights - rate / (len(columns) + 1) * gradient / scale
 
-    def descend(rate: float, count: int) -> np.ndarray:
-        weights = np.zeros((domain.sizes[label], len(scale)))
+    def descend(weights: np.ndarray, rate: float, count: int) -> np.ndarray:
         for _ in range(count):
             weights = step(weights, gradients(weights).answer(synthetic), rate)
         return weights
 
-    rate = min(RATES, key=lambda r: loss(descend(r, steps)))  # ties: the largest
-    weights = descend(rate, warm_steps)
+    zero = np.zeros((domain.sizes[label], len(scale)))
+    trials = {rate: descend(zero, rate, min(steps, warm_steps)) for rate in RATES}
+    rate = min(RATES, key=lambda r: loss(trials[r]))  # ties: the largest
+    weights = descend(trials[rate], rate, warm_steps - min(steps, warm_steps))
     log.info("superquail: target classifier steps at rate %g (the lowest loss on the synthetic records)", rate)
     for k in range(steps):
         step_name = f"superquail: target classifier: gradient step {k + 1}"
