@@ -120,7 +120,14 @@ def test_every_round_is_charged_and_the_ledger_sums_to_the_budget(runs):
         steps = [c.step for c in r.ledger.charges]
         assert sum(c.rho for c in r.ledger.charges) == pytest.approx(r.ledger.budget, rel=1e-9)
         assert len([s for s in steps if s.startswith("rap round")]) == OPTIONS["rounds"]
-        assert len(steps) == 5 + OPTIONS["rounds"] * (1 + OPTIONS["per_round"])  # 1-way answers by LABEL, rounds
+        # 1-way answers by LABEL, the one categorical pair (SEX × JOB), 3 numeric × 2 categorical mixed
+        # marginals, the rounds
+        assert len(steps) == 5 + 1 + 6 + OPTIONS["rounds"] * (1 + OPTIONS["per_round"])
+        assert steps[:6] == ["2-way marginal SEX × LABEL", "2-way marginal JOB × LABEL"] + [
+            f"interval counts of {c} (34 intervals + null) by LABEL" for c in ("AGE", "INCOME", "HOURS")] + [
+            "2-way marginal SEX × JOB"]
+        assert [(s.split()[3], s.split()[-1]) for s in steps[6:12]] == [
+            (c, by) for c in ("AGE", "INCOME", "HOURS") for by in ("SEX", "JOB")]
 
 
 def test_output_stays_inside_the_schema(runs):
