@@ -152,6 +152,17 @@ def test_seeded_runs_repeat_exactly(runs):
         pd.testing.assert_frame_equal(a.table, b.table)
 
 
+def test_without_numeric_columns_no_pair_is_measured_before_the_rounds():
+    frame, params = data()
+    categorical = ["SEX", "JOB", "LABEL"]
+    params = dict(params, runs=params["runs"][:1], schema={c: params["schema"][c] for c in categorical})
+    (run,) = release(frame[categorical], params, None, "rap", OPTIONS, seed=2, group_columns=())
+    steps = [c.step for c in run.ledger.charges]
+    assert steps[:2] == ["2-way marginal SEX × LABEL", "2-way marginal JOB × LABEL"]
+    assert steps[2].startswith("rap round 1")
+    assert sum(c.rho for c in run.ledger.charges) == pytest.approx(run.ledger.budget, rel=1e-9)
+
+
 def test_groups_get_their_noisy_sizes():
     frame, params = data()
     params = dict(params, runs=params["runs"][:1])
