@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import sys
 import time
 
 import numpy as np
@@ -154,9 +155,10 @@ def aim(codes: np.ndarray, sizes, names, epsilon: float, delta: float, rng: np.r
     used = len(names) * 0.5 / sigma ** 2
     engine = mbi.estimation.MirrorDescent()
     model = engine.estimate(domain, measurements, iters=AIM_ITERS)
-    last = False
+    last, done = False, 0
     while not last:
-        if rho - used < 2 * (0.5 / sigma ** 2 + eps ** 2 / 8) or time.perf_counter() - start > time_cap:
+        over = time.perf_counter() - start > time_cap
+        if rho - used < 2 * (0.5 / sigma ** 2 + eps ** 2 / 8) or over:
             remaining = rho - used
             sigma, eps, last = math.sqrt(1 / (2 * 0.9 * remaining)), math.sqrt(8 * 0.1 * remaining), True
         used += eps ** 2 / 8 + 0.5 / sigma ** 2
@@ -174,5 +176,8 @@ def aim(codes: np.ndarray, sizes, names, epsilon: float, delta: float, rng: np.r
         after = np.asarray(model.project(cl).datavector())
         if np.abs(after - before).sum() <= sigma * math.sqrt(2 / math.pi) * n:
             sigma, eps = sigma / 2, eps * 2
+        done += 1
     model = engine.estimate(domain, measurements, iters=MST_ITERS, warm_start=model)
+    print(f"aim: eps {epsilon:g}: {done} rounds (the last after {'the time cap' if over else 'the budget ran low'}) "
+          f"in {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
     return _to_codes(model.synthetic_data(), names)

@@ -278,6 +278,8 @@ def main() -> None:
                         help="AIM's time cap in seconds: then one last round spends the rest of the budget")
     parser.add_argument("--eps", type=float, nargs="+", default=[0.1, 1.0, 10.0])
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--first-seed", type=int, default=0,
+                        help="seeds first-seed .. first-seed + seeds - 1 (to run seeds in separate processes)")
     parser.add_argument("--reweight-share", type=float, default=REWEIGHT_SHARE,
                         help="the +reweight variants' share of the budget for the moments of every numeric column")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "run_bench.md")
@@ -308,7 +310,7 @@ def main() -> None:
         for variant in args.methods:
             for eps in args.eps:
                 rows, fnrs = [], []
-                for seed in range(args.seeds):
+                for seed in range(args.first_seed, args.first_seed + args.seeds):
                     with ctx.Pool(1) as pool:
                         table, seconds, peak = pool.apply(_one_run, ((variant, eps, seed, args.aim_cap),))
                     run = next(iter(evaluator.evaluate(table)["runs"].values()))

@@ -24,13 +24,16 @@ Post-processing only: this module sees public descriptions and noisy answers, ne
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import string
 from dataclasses import dataclass
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 DEVICES = ("cpu", "gpu")
+FAR = 1e4  # an edge beyond every projection's range: its sigmoid is exactly 0 or 1 in float32
 MARGIN = 0.01  # numeric values may lie this far outside [0, 1]: a spike at a bound (zero incomes) then sits
                # clearly on one side of a cut placed at that bound, and the release clips it back
 
@@ -175,50 +178,61 @@ def _factor_grads(xp, probs: list, by: tuple[int, ...], d_factor, n: int) -> lis
     return grads
 
 
-def _sigmoid(xp, x):
-    return 0.5 * (1.0 + xp.tanh(0.5 * x))
+def _shared_axes(queries: list[RelaxedQuery], interval: list[int]) -> tuple[dict[int, int], list[RelaxedQuery]]:
+    """Each interval query's axis (a projection w·x with its cuts) and each axis's first query:
+    queries with the same columns, direction and cuts share one, so that their memberships are
+    computed once (rap measures each numeric column at the same cuts per value of every categorical
+    column), unless they have the same ``by``, whose columns of the membership matrix must not repeat."""
+    axis_of: dict[int, int] = {}
+    axes: list[RelaxedQuery] = []
+    shared: dict[tuple, int] = {}
+    taken: dict[tuple[int, ...], set] = {}
+    for i in interval:
+        q = queries[i]
+        key = (q.columns, q.direction, q.cuts)
+        a, used = shared.get(key), taken.setdefault(q.by, set())
+        if a is None or a in used:
+            a = len(axes)
+            axes.append(q)
+            shared.setdefault(key, a)
+        used.add(a)
+        axis_of[i] = a
+    return axis_of, axes
 
 
 class Workload:
     """A list of queries compiled into index arrays, so that one pass of a few matrix products
-    answers them all.  Interval queries share one projection matrix W (numeric columns × axes),
-    one row of cuts and one soft-membership matrix; queries with the same ``by`` share one row
-    factor and one product with the memberships.  Given ``fits`` (one per query), their targets
-    and weights are laid out the same way, on the table's backend, once."""
+    answers them all.  Interval queries are laid out on axes (a projection w·x and its cuts, shared
+    by queries that have the same ones: ``_shared_axes``); each axis's cuts sit between two far
+    edges, so one sigmoid matrix (edges × n) gives every slot as the difference of consecutive rows.
+    Queries with the same ``by`` share one row factor and one product with the memberships.  Given
+    ``fits`` (one per query), their targets and weights are laid out the same way, on the table's
+    backend, once."""
 
     def __init__(self, table: RelaxedTable, queries: list[RelaxedQuery], fits: list[Fit] | None = None):
         xp, dtype, r = table.xp, table.values.dtype, table.values.shape[1]
         interval = [i for i, q in enumerate(queries) if q.columns]
-        a_count = len(interval)
+        axis_of, axis_query = _shared_axes(queries, interval)
+        a_count = len(axis_query)
+        # each axis's edges: its cuts between two far edges whose sigmoids are exactly 0 and 1, so that
+        # the slots are differences of consecutive rows (with one unused row between two axes)
         w, c = np.zeros((r, a_count)), np.zeros((r, a_count))
-        cuts, cut_axis, up, lo, pos_a, slot_axis = [], [], [], [], [], []
-        start_slot, first_cut, total_cuts = {}, 0, sum(len(queries[i].cuts) for i in interval)
-        zero, one = total_cuts, total_cuts + 1  # columns of [S | 0 | 1]
-        for a, i in enumerate(interval):
-            q = queries[i]
+        edges, edge_axis, start = [], [], []
+        for a, q in enumerate(axis_query):
             w[list(q.columns), a] = q.direction
             c[list(q.columns), a] = 1.0
-            k = len(q.cuts)
-            start_slot[i] = len(slot_axis)
-            cuts += list(q.cuts)
-            cut_axis += [a] * k
-            own = list(range(first_cut, first_cut + k))
-            up += own + [one]
-            lo += [zero] + own
-            pos_a += [start_slot[i] + j for j in range(k)]
-            slot_axis += [a] * (k + 1)
-            first_cut += k
-        self.axes, self.slots = a_count, len(slot_axis)
-        self.w = xp.asarray(w.astype(dtype))
+            start.append(len(edges))
+            edges += [-FAR] + list(q.cuts) + [FAR]
+            edge_axis += [a] * (len(q.cuts) + 2)
+        self.axes, self.edges = a_count, len(edges)
+        self.rows = self.edges - 1 + a_count  # rows of the membership matrix: slots (and unused), then nulls
+        self.w_edges = xp.asarray(w[:, edge_axis].T.astype(dtype))  # edges × numeric columns
+        self.edge_values = xp.asarray(np.asarray(edges, dtype=dtype))[:, None]
         self.c = xp.asarray(c.astype(dtype))
-        self.cuts = xp.asarray(np.asarray(cuts, dtype=dtype))
-        self.cut_axis = xp.asarray(np.asarray(cut_axis, dtype=np.int64))
-        self.up, self.lo = xp.asarray(np.asarray(up, dtype=np.int64)), xp.asarray(np.asarray(lo, dtype=np.int64))
-        self.pos_a = xp.asarray(np.asarray(pos_a, dtype=np.int64))
-        self.slot_axis = xp.asarray(np.asarray(slot_axis, dtype=np.int64))
-        # sums of slot and cut columns per axis, as products with 0/1 matrices
-        self.slot_sum = xp.asarray((np.asarray(slot_axis)[:, None] == np.arange(a_count)[None, :]).astype(dtype))
-        self.cut_sum = xp.asarray((np.asarray(cut_axis)[:, None] == np.arange(a_count)[None, :]).astype(dtype))
+        nullable = np.asarray(table.nullable, dtype=bool)
+        self.nullable = bool(a_count) and bool((c[nullable] > 0).any())  # some axis has a nullable column
+        self.slot_axis = xp.asarray(np.asarray(edge_axis[:-1], dtype=np.int64))  # per slot row: its axis
+        self.slot_sum = xp.asarray((np.asarray(edge_axis[:-1])[:, None] == np.arange(a_count)[None, :]).astype(dtype))
         # interval queries by ``by``, with their columns of M = [interval slots | null slots]; marginals by ``by``
         self.groups: dict[tuple[int, ...], tuple[list[int], object]] = {}
         self.marginals: dict[tuple[int, ...], list[int]] = {}
@@ -226,10 +240,10 @@ class Workload:
             if not q.columns:
                 self.marginals.setdefault(q.by, []).append(i)
                 continue
-            a = interval.index(i)
+            a = axis_of[i]
             members, columns = self.groups.setdefault(q.by, ([], []))
             members.append(i)
-            columns += list(range(start_slot[i], start_slot[i] + len(q.cuts) + 1)) + [self.slots + a]
+            columns += list(range(start[a], start[a] + len(q.cuts) + 1)) + [self.edges - 1 + a]
         self.groups = {by: (members, xp.asarray(np.asarray(columns, dtype=np.int64)))
                        for by, (members, columns) in self.groups.items()}
         self.targets = {} if fits is None else {  # per marginal / interval group: targets and weights
@@ -238,31 +252,50 @@ class Workload:
             **{by: _targets(xp, [fits[i] for i in members], dtype) for by, (members, _) in self.groups.items()}}
 
     def memberships(self, table: RelaxedTable, nulls, beta: float):
-        """(slots + axes) × n soft memberships [interval slots | null slots] (one row per slot: the
-        gathers below then copy whole rows) and what the backward pass needs; None without intervals."""
+        """The soft membership matrix (``rows`` × n: one row per slot, unused rows between axes, then
+        one null slot per axis; one row per slot, so the gathers of ``groups`` copy whole rows) and what
+        the backward pass needs; None without intervals."""
         xp, n = table.xp, table.rows
         if not self.axes:
             return None, None
-        ones = xp.ones((1, n), dtype=table.values.dtype)
-        z = xp.ascontiguousarray((table.values @ self.w).T)
-        s = _sigmoid(xp, beta * (self.cuts[:, None] - z[self.cut_axis]))  # soft 1[w·x <= c], cuts × n
-        aug = xp.concatenate([s, xp.zeros((1, n), dtype=s.dtype), ones], axis=0)
-        m = aug[self.up] - aug[self.lo]
+        edge = self.w_edges @ table.values.T  # edges × n: w·x of each edge's axis
+        xp.subtract(self.edge_values, edge, out=edge)
+        edge *= 0.5 * beta  # in place: sigmoid(beta (edge - w·x)) = (1 + tanh(beta (edge - w·x) / 2)) / 2
+        xp.tanh(edge, out=edge)
+        edge += 1.0
+        edge *= 0.5  # soft 1[w·x <= edge]
+        member = xp.empty((self.rows, n), dtype=edge.dtype)
+        slots = member[:self.edges - 1]
+        xp.subtract(edge[1:], edge[:-1], out=slots)
+        if not self.nullable:
+            member[self.edges - 1:] = 0.0
+            return member, (edge, None, None)
+        m = slots.copy()
         keep = xp.exp(self.c.T @ xp.log1p(-nulls).T)  # probability that no column of the axis is null
-        member = xp.concatenate([keep[self.slot_axis] * m, 1.0 - keep], axis=0)
-        return member, (s, m, keep)
+        slots *= keep[self.slot_axis]
+        xp.subtract(1.0, keep, out=member[self.edges - 1:])
+        return member, (edge, m, keep)
 
     def backward(self, table: RelaxedTable, nulls, d_member, saved, beta: float):
-        """(d loss / d values, d loss / d null logits) from d loss / d memberships."""
-        s, m, keep = saved
-        d_slots, d_null = d_member[:self.slots], d_member[self.slots:self.slots + self.axes]
-        d_m = d_slots * keep[self.slot_axis]
-        d_keep = self.slot_sum.T @ (d_slots * m) - d_null
-        d_s = d_m[self.pos_a] - d_m[self.pos_a + 1]
-        d_z = self.cut_sum.T @ (-beta * d_s * s * (1.0 - s))
-        d_values = (self.w @ d_z).T
-        d_log = (self.c @ (d_keep * keep)).T  # d loss / d log(1 - p)
-        return d_values, -d_log * nulls
+        """(d loss / d values, d loss / d null logits or None where no axis has a nullable column) from
+        d loss / d memberships."""
+        xp = table.xp
+        edge, m, keep = saved
+        d_slots = d_member[:self.edges - 1]
+        if self.nullable:
+            d_null = d_member[self.edges - 1:]
+            d_log = (self.c @ ((self.slot_sum.T @ (d_slots * m) - d_null) * keep)).T  # d loss / d log(1 - p)
+            d_slots = d_slots * keep[self.slot_axis]
+            d_nulls = -d_log * nulls
+        else:
+            d_nulls = None  # no query reads a nullable column: its null probabilities have no gradient
+        d_edge = xp.empty_like(edge)  # slot i is edge i + 1 minus edge i
+        d_edge[0] = 0.0
+        d_edge[1:] = d_slots
+        d_edge[:-1] -= d_slots
+        d_edge *= edge
+        d_edge -= d_edge * edge  # times s (1 - s)
+        return -beta * (self.w_edges.T @ d_edge).T, d_nulls
 
 
 def _marginal(xp, probs: list, by: tuple[int, ...], n: int):
@@ -349,7 +382,9 @@ def loss_and_grads(table: RelaxedTable, fits: list[Fit], beta: float,
         if logits is not None and d is not None:
             grads[f"cat{i}"] = p * (d - (d * p).sum(axis=1, keepdims=True))
     if saved is not None:
-        grads["values"], grads["nulls"] = work.backward(table, nulls, d_member, saved, beta)
+        grads["values"], d_nulls = work.backward(table, nulls, d_member, saved, beta)
+        if d_nulls is not None:
+            grads["nulls"] = d_nulls
     return float(loss), grads
 
 
@@ -385,7 +420,7 @@ def _set_parameter(table: RelaxedTable, name: str, value) -> None:
 
 
 def _grad_norm(grads: dict) -> float:
-    return math.sqrt(sum(float((g ** 2).sum()) for g in grads.values()))
+    return math.sqrt(float(sum((g ** 2).sum() for g in grads.values())))  # one transfer from a GPU
 
 
 def project(table: RelaxedTable, fits: list[Fit], beta: float = 8.0, max_beta: float = 1024.0,
@@ -397,10 +432,19 @@ def project(table: RelaxedTable, fits: list[Fit], beta: float = 8.0, max_beta: f
     at a steep sigmoid throw values back and forth across the cuts and, clipped, onto the bounds).
     Changes ``table`` in place; returns the final loss (at max_beta) and the steps taken."""
     xp = table.xp
+    work = Workload(table, [f.query for f in fits], fits)
+    # numpy: one BLAS thread, since the matrices are small (rows × a few hundred columns) and more threads
+    # cost more than they gain (adult_raw, eps 1, 2 cores: 134 s with two, 117 s with one)
+    with threadpool_limits(1, user_api="blas") if xp is np else contextlib.nullcontext():
+        return _adam(table, fits, work, beta, max_beta, tolerance, steps, lr, value_lr)
+
+
+def _adam(table: RelaxedTable, fits: list[Fit], work: Workload, beta: float, max_beta: float, tolerance: float,
+          steps: int, lr: float, value_lr: float) -> dict:
+    """project's loop (its doc)."""
+    xp, start = table.xp, beta
     b1, b2, eps = 0.9, 0.999, 1e-8
     first, taken, adam = None, 0, {}
-    work = Workload(table, [f.query for f in fits], fits)
-    start = beta
     while True:
         for _ in range(steps):
             loss, grads = loss_and_grads(table, fits, beta, work)

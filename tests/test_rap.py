@@ -47,6 +47,26 @@ def test_gradients_match_finite_differences():
             assert grads[name][idx] == pytest.approx((up - down) / (2 * h), rel=1e-5, abs=1e-9), (name, idx)
 
 
+def test_queries_sharing_cuts_answer_and_differentiate_as_if_alone():
+    """Interval queries with the same columns, direction and cuts share their memberships (per value of
+    different columns, and a repeat with the same ``by``): answers, loss and gradients are those of each
+    query on its own, summed."""
+    table = tiny_table()
+    cuts = (0.2, 0.5, 0.7)
+    queries = [relaxed.RelaxedQuery(by, (0, 1), (0.6, -0.8), cuts) for by in [(), (0,), (2,), (0,), (1, 2)]]
+    rng = np.random.default_rng(5)
+    fits = [relaxed.Fit(q, rng.random(a.shape) * 0.3, rng.random() + 0.5)
+            for q, a in zip(queries, relaxed.answers(table, queries, 5.0))]
+    together = relaxed.answers(table, queries, 5.0)
+    loss, grads = relaxed.loss_and_grads(table, fits, 5.0)
+    alone = [relaxed.loss_and_grads(table, [f], 5.0) for f in fits]
+    for q, a in zip(queries, together):
+        np.testing.assert_allclose(a, relaxed.answers(table, [q], 5.0)[0], rtol=1e-12)
+    assert loss == pytest.approx(sum(x[0] for x in alone), rel=1e-12)
+    for name, g in grads.items():
+        np.testing.assert_allclose(g, sum(x[1][name] for x in alone if name in x[1]), rtol=1e-9, atol=1e-15)
+
+
 def test_sigmoid_queries_converge_to_the_hard_thresholds():
     """On a table of one-hot rows with no nulls, relaxed interval counts approach the exact counts
     (the private table's Intervals answer) as the inverse temperature grows."""
