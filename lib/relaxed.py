@@ -225,7 +225,6 @@ class Workload:
             edges += [-FAR] + list(q.cuts) + [FAR]
             edge_axis += [a] * (len(q.cuts) + 2)
         self.axes, self.edges = a_count, len(edges)
-        self.rows = self.edges - 1 + a_count  # rows of the membership matrix: slots (and unused), then nulls
         self.w_edges = xp.asarray(w[:, edge_axis].T.astype(dtype))  # edges × numeric columns
         self.edge_values = xp.asarray(np.asarray(edges, dtype=dtype))[:, None]
         self.c = xp.asarray(c.astype(dtype))
@@ -252,9 +251,9 @@ class Workload:
             **{by: _targets(xp, [fits[i] for i in members], dtype) for by, (members, _) in self.groups.items()}}
 
     def memberships(self, table: RelaxedTable, nulls, beta: float):
-        """The soft membership matrix (``rows`` × n: one row per slot, unused rows between axes, then
-        one null slot per axis; one row per slot, so the gathers of ``groups`` copy whole rows) and what
-        the backward pass needs; None without intervals."""
+        """The soft membership matrix ((edges - 1 + axes) × n: one row per slot, with one unused row
+        between two axes, then one null slot per axis; rows, so that the gathers of ``groups`` copy
+        whole rows) and what the backward pass needs; None without intervals."""
         xp, n = table.xp, table.rows
         if not self.axes:
             return None, None
@@ -264,7 +263,7 @@ class Workload:
         xp.tanh(edge, out=edge)
         edge += 1.0
         edge *= 0.5  # soft 1[w·x <= edge]
-        member = xp.empty((self.rows, n), dtype=edge.dtype)
+        member = xp.empty((self.edges - 1 + self.axes, n), dtype=edge.dtype)
         slots = member[:self.edges - 1]
         xp.subtract(edge[1:], edge[:-1], out=slots)
         if not self.nullable:
