@@ -236,10 +236,11 @@ class Encoder:
 
     @property
     def domain(self) -> Domain:
-        """The public domain methods see: names, code counts, numeric columns' clip ranges."""
-        numeric = [c.column for c in self.coders if c.categories is None]
-        return Domain(tuple(self.names), self.sizes, {c.name: (c.low, c.high) for c in numeric},
-                      frozenset(c.name for c in numeric if c.null is not None))
+        """The public domain methods see: names, code counts, numeric columns' clip ranges and grids."""
+        numeric = [c for c in self.coders if c.categories is None]
+        return Domain(tuple(self.names), self.sizes, {c.column.name: (c.column.low, c.column.high) for c in numeric},
+                      frozenset(c.column.name for c in numeric if c.column.null is not None),
+                      {c.column.name: c.step for c in numeric if c.step is not None})
 
     def coder(self, name: str) -> ColumnCoder:
         return self.coders[self.names.index(name)]

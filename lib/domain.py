@@ -17,12 +17,14 @@ import numpy as np
 @dataclass(frozen=True)
 class Domain:
     """``names[j]`` has codes 0..``sizes[j]``-1; ``ranges[name]`` = (low, high) of a numeric column;
-    ``nullable``: the numeric columns that have a null token (their last code)."""
+    ``nullable``: the numeric columns that have a null token (their last code); ``steps[name]``: the
+    grid a numeric column's raw values lie on (integers: 1; absent where any float may occur)."""
 
     names: tuple[str, ...]
     sizes: tuple[int, ...]
     ranges: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     nullable: frozenset[str] = frozenset()
+    steps: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self):
         if len(self.names) != len(self.sizes) or len(set(self.names)) != len(self.names):
@@ -30,6 +32,8 @@ class Domain:
         unknown = set(self.ranges) - set(self.names)
         if unknown:
             raise ValueError(f"ranges for columns not in the domain: {sorted(unknown)}")
+        if not set(self.steps) <= set(self.ranges):
+            raise ValueError(f"grid steps for non-numeric columns: {sorted(set(self.steps) - set(self.ranges))}")
         if not set(self.nullable) <= set(self.ranges):
             raise ValueError(f"nullable columns that are not numeric: {sorted(set(self.nullable) - set(self.ranges))}")
 

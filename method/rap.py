@@ -29,7 +29,9 @@ Measurements (all through the private table, Gaussian, sensitivity from theta):
    (minus the noise a measurement would add; SELECT_SHARE of the round), measures them with the
    rest of the round, and projects again.
 
-The relaxed table starts from public records when given, else from random categorical logits and
+Numeric columns are held in [0, 1] of the public file's range when one is given (``_Scale``), and
+cuts sit half-way between the points of a column's grid (``_Scale.snap``).  The relaxed table
+starts from public records when given, else from random categorical logits and
 numeric values drawn from their noisy 1-way interval counts, with rows per group in proportion to
 the noisy group counts (group columns fixed).  The release draws its records from
 the relaxed rows: categorical values from their probabilities, numeric values as fitted (the
@@ -102,34 +104,109 @@ def check(options: RapOptions, schema) -> list[str]:
     return problems
 
 
+@dataclass(frozen=True)
+class _Scale:
+    """How the relaxed table holds one numeric column: raw = low + x·(high − low) for a relaxed value x,
+    with [low, high] the public file's range of the column inside the schema's (else the schema's), so
+    that sigmoids resolve the values where they lie (the demo's WGTP runs to 9,999 in the schema and to
+    1,054 in the public file); ``step``: the column's grid (None: any float).  Public."""
+
+    low: float
+    high: float
+    step: float | None
+
+    @classmethod
+    def of(cls, domain, column: str, public: PublicData | None) -> "_Scale":
+        low, high = domain.ranges[column]
+        if public is not None:
+            values = np.clip(np.asarray(public.numeric[column], dtype=np.float64), low, high)
+            values = values[~np.isnan(values)]
+            if len(values) and values.max() > values.min():
+                low, high = float(values.min()), float(values.max())
+        return cls(float(low), float(high), domain.steps.get(column))
+
+    def relaxed(self, raw: np.ndarray) -> np.ndarray:
+        """Raw values (clipped to [low, high]) as relaxed values in [0, 1]; NaN stays NaN."""
+        width = self.high - self.low
+        raw = np.asarray(raw, dtype=np.float64)
+        return np.clip((raw - self.low) / width, 0.0, 1.0) if width > 0 else np.where(np.isnan(raw), np.nan, 0.0)
+
+    def raw(self, x: np.ndarray) -> np.ndarray:
+        return self.low + np.asarray(x, dtype=np.float64) * (self.high - self.low)
+
+    def snap(self, x: np.ndarray) -> np.ndarray:
+        """Cuts (relaxed values) moved half-way up to the next grid point: they answer the same on grid
+        values, and a relaxed value in a slot stays in it when the release rounds it to the grid (at a
+        cut on a grid point, half of that point's relaxed values would be rounded across it: the demo's
+        NOC, cut at 0, 1, 2 and 3 children by public quantiles, lost two thirds of its ones to zeros).
+        Only where half a step is at least the sigmoids' width at the last temperature (1 / MAX_BETA),
+        so that relaxed values can tell the grid's points apart."""
+        x = np.asarray(x, dtype=np.float64)
+        width = self.high - self.low
+        if self.step is None or width <= 0 or self.step / width < 2 / MAX_BETA:
+            return x
+        return ((np.floor(self.raw(x) / self.step + 1e-9) + 0.5) * self.step - self.low) / width
+
+
 @dataclass
 class _Layout:
     """Where each domain column sits in the relaxed table: categorical positions (group columns
-    first, fixed), numeric positions.  Columns the release sets later (``ctx.skip``) are left out."""
+    first, fixed), numeric positions and their scales.  Columns the release sets later (``ctx.skip``)
+    are left out.  The private table's interval queries read numeric columns scaled by the schema's
+    range (``Domain.scale``); ``intervals`` and ``relaxed`` translate between that and the relaxed
+    table's scales, an affine map per column, so linear queries stay linear and answer the same."""
 
     domain: object
     categorical: list[str]
     numeric: list[str]
     groups: tuple[str, ...]
+    scales: list[_Scale]
 
     @classmethod
-    def of(cls, ctx: RunContext) -> "_Layout":
+    def of(cls, ctx: RunContext, public: PublicData | None) -> "_Layout":
         domain = ctx.domain
         kept = [c for c in domain.names if c not in ctx.skip and c not in ctx.group_columns]
-        return cls(domain, list(ctx.group_columns) + [c for c in kept if not domain.is_numeric(c)],
-                   [c for c in kept if domain.is_numeric(c)], tuple(ctx.group_columns))
+        numeric = [c for c in kept if domain.is_numeric(c)]
+        return cls(domain, list(ctx.group_columns) + [c for c in kept if not domain.is_numeric(c)], numeric,
+                   tuple(ctx.group_columns), [_Scale.of(domain, c, public) for c in numeric])
 
     @property
     def free(self) -> list[str]:
         """The categorical columns the projection fits (not group columns)."""
         return self.categorical[len(self.groups):]
 
+    def affine(self, j: int) -> tuple[float, float]:
+        """(offset, factor): the schema-scaled value offset + factor·x of a relaxed value x of numeric column j."""
+        low, high = self.domain.ranges[self.numeric[j]]
+        width = high - low if high > low else 1.0
+        scale = self.scales[j]
+        return (scale.low - low) / width, (scale.high - scale.low) / width
+
+    def intervals(self, columns: tuple[int, ...], w, cuts, by: tuple[str, ...] = ()) -> Intervals:
+        """The private table's query for interval counts of w·x over relaxed numeric ``columns``
+        (positions) cut at ``cuts``; a single column's cuts snapped to its grid (``_Scale.snap``)."""
+        w, cuts = np.asarray(w, dtype=np.float64), np.asarray(cuts, dtype=np.float64)
+        if len(columns) == 1:
+            cuts = self.scales[columns[0]].snap(cuts)
+        offset, factor = (np.array(v) for v in zip(*(self.affine(j) for j in columns)))
+        direction = w / np.where(factor > 0, factor, 1.0)
+        norm = float(np.linalg.norm(direction)) or 1.0
+        return Intervals(tuple(self.numeric[j] for j in columns), tuple(float(x) for x in direction / norm),
+                         _strict((cuts + float(direction @ offset)) / norm), by)
+
     def relaxed(self, query) -> relaxed.RelaxedQuery:
-        """The relaxed-table form of a Marginal or Intervals query."""
+        """The relaxed-table form of a Marginal or Intervals query (an interval query's direction of
+        unit length, its cuts divided alike, so that sigmoids are equally steep for every query)."""
         if isinstance(query, Marginal):
             return relaxed.RelaxedQuery(tuple(self.categorical.index(a) for a in query.attrs))
-        return relaxed.RelaxedQuery(tuple(self.categorical.index(a) for a in query.by),
-                                    tuple(self.numeric.index(c) for c in query.columns), query.direction, query.cuts)
+        positions = tuple(self.numeric.index(c) for c in query.columns)
+        offset, factor = (np.array(v) for v in zip(*(self.affine(j) for j in positions)))
+        direction = np.asarray(query.direction, dtype=np.float64)
+        w = direction * factor
+        norm = float(np.linalg.norm(w)) or 1.0
+        cuts = (np.asarray(query.cuts, dtype=np.float64) - float(direction @ offset)) / norm
+        return relaxed.RelaxedQuery(tuple(self.categorical.index(a) for a in query.by), positions,
+                                    tuple(float(x) for x in w / norm), tuple(float(c) for c in cuts))
 
 
 def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext,
@@ -140,7 +217,7 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
     round one exponential-mechanism selection and ``per_round`` Gaussian measurements (module doc).
     """
     xp = relaxed.array_module(options.device)
-    layout, domain, rho = _Layout.of(ctx), ctx.domain, private.remaining
+    layout, domain, rho = _Layout.of(ctx, public), ctx.domain, private.remaining
     if options.target is not None and options.target not in layout.free:
         log.warning("rap: --target %s is a group column or set by the release; no class-conditional queries",
                     options.target)
@@ -167,7 +244,7 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
         if options.target is not None and not columns:
             columns = [options.target]
         by = (options.target,) if options.target is not None and columns != [options.target] else ()
-        first = [private.measure(_one_way(c, domain, public, by), rho_one_way / len(columns)) for c in columns] \
+        first = [private.measure(_one_way(layout, c, public, by), rho_one_way / len(columns)) for c in columns] \
             if columns else []
         first += [private.measure(q, rho_pairs / len(pairs)) for q in pairs]
     measured = ([counts] if counts else []) + first  # each counts every row once
@@ -208,26 +285,27 @@ def _mixed_marginals(private: PrivateTable, layout: _Layout, table: relaxed.Rela
     column's interval counts per value of the other, cut at MIX_CUTS quantiles of the relaxed table's
     values (post-processing).  Privacy cost: ``rho``, in equal shares."""
     values = relaxed.to_numpy(table.values).astype(np.float64)
-    return [private.measure(Intervals((column,), (1.0,), _quantile_cuts(values[:, layout.numeric.index(column)],
-                                                                        MIX_CUTS), (c,)), rho / len(pairs))
-            for column, c in pairs]
+    return [private.measure(layout.intervals((j,), (1.0,), _quantile_cuts(values[:, j], MIX_CUTS), (c,)),
+                            rho / len(pairs))
+            for j, c in ((layout.numeric.index(column), c) for column, c in pairs)]
 
 
-def _one_way(column: str, domain, public: PublicData | None, by: tuple[str, ...] = ()):
+def _one_way(layout: _Layout, column: str, public: PublicData | None, by: tuple[str, ...] = ()):
     """A column's first measurement per cell of ``by`` (the target, whose own counts they then include):
     a categorical column's counts, or a numeric column's interval counts (module doc).  Per target value
     a numeric column's intervals carry twice the noise, but without them nothing but a round's choice
     ties the numeric columns to the target (one run of adult_raw kept age independent of income)."""
-    if not domain.is_numeric(column):
+    if not layout.domain.is_numeric(column):
         return Marginal((column,) + by)
+    j = layout.numeric.index(column)
     cuts = np.linspace(0, 1, FINE_INTERVALS + 1)
     if public is not None:
-        values = domain.scale(column, public.numeric[column])
+        values = layout.scales[j].relaxed(public.numeric[column])
         values = values[~np.isnan(values)]
         if len(np.unique(values)) > FINE_INTERVALS:
             cuts = np.quantile(values, np.linspace(0, 1, FINE_INTERVALS + 1))
     cuts[-1] = np.nextafter(1.0, 0.0)  # with the cut at 0: spikes at either bound get slots of their own
-    return Intervals((column,), (1.0,), _strict(np.concatenate([[0.0], cuts])), by)
+    return layout.intervals((j,), (1.0,), np.concatenate([[0.0], cuts]), by)
 
 
 def _strict(cuts: np.ndarray) -> tuple[float, ...]:
@@ -280,26 +358,27 @@ def _start(layout: _Layout, public: PublicData | None, sizes: np.ndarray, rows: 
     nulls = np.full((n, len(layout.numeric)), 0.05)
     if picks is not None:
         for j, column in enumerate(layout.numeric):
-            v = domain.scale(column, public.numeric[column][picks])
+            v = layout.scales[j].relaxed(public.numeric[column][picks])
             nulls[:, j] = np.where(np.isnan(v), 0.9, 0.05)
             values[:, j] = np.where(np.isnan(v), values[:, j], v)
     else:
         for m in first:
             if isinstance(m.query, Intervals):
                 j = layout.numeric.index(m.query.columns[0])
-                values[:, j], nulls[:, j] = _draw_values(m, n, rng)
+                values[:, j], nulls[:, j] = _draw_values(m, layout.relaxed(m.query).cuts, n, rng)
     nullable = tuple(c in domain.nullable for c in layout.numeric)
     return relaxed.new_table(xp, cats, values, nulls, nullable), members
 
 
-def _draw_values(m: Measurement, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """n scaled values drawn from noisy interval counts of one column (negative counts as 0), uniformly
-    within their interval ([-MARGIN, c_1], ..., [c_k, 1 + MARGIN]), and null probabilities (0.9 for a
-    draw of the null slot)."""
-    counts = np.clip(np.asarray(m.noisy, dtype=np.float64).reshape(-1, len(m.query.cuts) + 2).sum(axis=0), 0, None)
+def _draw_values(m: Measurement, cuts: tuple[float, ...], n: int,
+                 rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """n relaxed values drawn from noisy interval counts of one column (``cuts``: the relaxed table's;
+    negative counts as 0), uniformly within their interval ([-MARGIN, c_1], ..., [c_k, 1 + MARGIN]), and
+    null probabilities (0.9 for a draw of the null slot)."""
+    counts = np.clip(np.asarray(m.noisy, dtype=np.float64).reshape(-1, len(cuts) + 2).sum(axis=0), 0, None)
     slot = rng.choice(len(counts), size=n, p=counts / counts.sum()) if counts.sum() > 0 else \
         rng.integers(0, len(counts) - 1, n)
-    edges = np.concatenate([[-relaxed.MARGIN], m.query.cuts, [1.0 + relaxed.MARGIN]])
+    edges = np.concatenate([[-relaxed.MARGIN], cuts, [1.0 + relaxed.MARGIN]])
     low, high = edges[np.minimum(slot, len(edges) - 2)], edges[np.minimum(slot, len(edges) - 2) + 1]
     values = low + rng.random(n) * (high - low)
     return values, np.where(slot == len(counts) - 1, 0.9, 0.05)
@@ -311,14 +390,13 @@ def _quantile_cuts(values: np.ndarray, k: int = CUTS, low: float = 0.0, high: fl
     return _strict(np.clip(np.quantile(values, np.linspace(0, 1, k + 2)[1:-1]), low, np.nextafter(high, low)))
 
 
-def _projection(values: np.ndarray, columns: tuple[int, ...], w: np.ndarray, numeric: list[str],
+def _projection(layout: _Layout, values: np.ndarray, columns: tuple[int, ...], w: np.ndarray,
                 by: tuple[str, ...] = (), low: float | None = None, high: float | None = None) -> Intervals:
-    """Interval counts of w·x over numeric ``columns`` (positions), cut at quantiles of the relaxed
+    """Interval counts of w·x over relaxed numeric ``columns`` (positions), cut at quantiles of the relaxed
     values' projections clipped to [``low``, ``high``] (default: the range w·x takes over [0, 1]^p)."""
     low = float(w.clip(None, 0).sum()) if low is None else low
     high = float(w.clip(0).sum()) if high is None else high
-    cuts = _quantile_cuts(values[:, list(columns)] @ w, low=low, high=high)
-    return Intervals(tuple(numeric[j] for j in columns), tuple(float(x) for x in w), cuts, by)
+    return layout.intervals(columns, w, _quantile_cuts(values[:, list(columns)] @ w, low=low, high=high), by)
 
 
 def _candidates(layout: _Layout, table: relaxed.RelaxedTable, options: RapOptions, rng: np.random.Generator) -> list:
@@ -338,20 +416,20 @@ def _candidates(layout: _Layout, table: relaxed.RelaxedTable, options: RapOption
         out += [Marginal(layout.groups + (c,)) for c in free]
     for j, column in enumerate(numeric):
         cuts = _quantile_cuts(values[:, j])
-        out += [Intervals((column,), (1.0,), cuts, by) for by in [()] + [(c,) for c in free]]
+        out += [layout.intervals((j,), (1.0,), cuts, by) for by in [()] + [(c,) for c in free]]
         if layout.groups:
-            out.append(Intervals((column,), (1.0,), cuts, layout.groups))
+            out.append(layout.intervals((j,), (1.0,), cuts, layout.groups))
     for a, b in itertools.combinations(range(len(numeric)), 2):
         angle = rng.uniform(0, math.pi)
         w = (math.cos(angle), math.sin(angle))
         # cuts within [0, cos + sin]: for angles past 90° that is narrower than the range w·x takes, and
         # it measured better (adult_raw, eps 1, 3 seeds: mixed-marginal error 0.028 vs 0.062 with the
         # full range; bench/RESULTS.md "RAP++")
-        out.append(_projection(values, (a, b), np.array(w), numeric, low=0.0, high=w[0] + w[1]))
+        out.append(_projection(layout, values, (a, b), np.array(w), low=0.0, high=w[0] + w[1]))
     if target is not None and numeric:
         for _ in range(DIRECTIONS):
             w = rng.normal(size=len(numeric))
-            out.append(_projection(values, tuple(range(len(numeric))), w / np.linalg.norm(w), numeric, (target,)))
+            out.append(_projection(layout, values, tuple(range(len(numeric))), w / np.linalg.norm(w), (target,)))
     return [q for q in out if int(np.prod(q.shape(domain))) <= options.max_cells]
 
 
@@ -394,8 +472,7 @@ def _records(layout: _Layout, domain, table: relaxed.RelaxedTable, members: list
         codes[:, domain.index(column)] = c
     raw = {}
     for j, column in enumerate(layout.numeric):
-        low, high = domain.ranges[column]
-        raw[column] = low + values[:, j] * (high - low)
+        raw[column] = layout.scales[j].raw(values[:, j])
     return SynthesisResult(codes, raw)
 
 

@@ -84,6 +84,38 @@ def test_sigmoid_queries_converge_to_the_hard_thresholds():
     assert errors == sorted(errors, reverse=True) and errors[-1] < 1e-5  # null probabilities start at 1e-6
 
 
+def test_relaxed_scales_answer_as_the_private_table_on_written_values():
+    """rap holds a numeric column on the public file's range and the private table reads it on the
+    schema's: translated interval queries answer alike on relaxed values and on the raw values they
+    stand for (one column, or a direction over two); an integer column's cuts sit half-way between its
+    grid points, so that the values the release writes (rounded) answer alike too, also just beside a
+    cut asked for on a grid point."""
+    from method import rap
+    from method.base import PublicData, RunContext
+
+    rng = np.random.default_rng(4)
+    domain = Domain(("W", "Z"), (5, 5), {"W": (0.0, 9999.0), "Z": (0.0, 10.0)}, steps={"W": 1.0})
+    public = PublicData(np.zeros((50, 2), dtype=np.int32),
+                        {"W": rng.integers(0, 300, 50).astype(float), "Z": rng.random(50) * 10})
+    ctx = RunContext(domain, 1.0, 1e-6, 10, (), 1, rng)
+    layout = rap._Layout.of(ctx, public)
+    w_scale = layout.scales[0]
+    assert (w_scale.low, w_scale.high, w_scale.step) == (public.numeric["W"].min(), public.numeric["W"].max(), 1.0)
+    n = 400
+    x = rng.random((n, 2))
+    on_grid = w_scale.relaxed(np.array([0.0, 30.0, 100.0]))
+    x[:40, 0] = on_grid[1] + rng.uniform(-0.4, 0.6, 40) / (w_scale.high - w_scale.low)  # 29.6-30.6
+    table = relaxed.new_table(np, [], x, np.zeros((n, 2)), (False, False), np.float64)
+    raw = {"W": w_scale.raw(x[:, 0]), "Z": layout.scales[1].raw(x[:, 1])}
+    for values, query in [(raw, layout.intervals((0,), (1.0,), (0.2, 0.5, 0.7))),
+                          (raw, layout.intervals((0, 1), np.array([0.6, -0.8]), (-0.3, 0.0, 0.2))),
+                          (dict(raw, W=np.round(raw["W"])), layout.intervals((0,), (1.0,), on_grid))]:
+        private = PrivateTable(np.zeros((n, 2), dtype=np.int32), values, domain, 1, Ledger(1.0, 1e-6), rng)
+        exact = private._answer(query)[0] / n
+        np.testing.assert_allclose(relaxed.answers(table, [layout.relaxed(query)], 1e7)[0][0], exact, atol=1e-9)
+    assert layout.intervals((0,), (1.0,), on_grid[1:2]).cuts[0] * 9999 == pytest.approx(30.5)  # x <= 30
+
+
 def test_projection_fits_noise_free_answers():
     table = tiny_table(60, seed=3)
     goal = tiny_table(60, seed=4)
