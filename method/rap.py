@@ -109,7 +109,8 @@ class _Scale:
     """How the relaxed table holds one numeric column: raw = low + x·(high − low) for a relaxed value x,
     with [low, high] the public file's range of the column inside the schema's (else the schema's), so
     that sigmoids resolve the values where they lie (the demo's WGTP runs to 9,999 in the schema and to
-    1,054 in the public file); ``step``: the column's grid (None: any float).  Public."""
+    1,054 in the public file; private values beyond the public range count in its end slots and are
+    written near its ends); ``step``: the column's grid (None: any float).  Public."""
 
     low: float
     high: float
