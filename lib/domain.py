@@ -58,9 +58,14 @@ class Domain:
 
     def scale(self, name: str, values: np.ndarray) -> np.ndarray:
         """Raw values of numeric column ``name`` mapped to [0, 1] by its public range (NaN stays NaN)."""
-        low, high = self.ranges[name]
-        width = high - low
-        values = np.asarray(values, dtype=np.float64)
-        if width <= 0:
-            return np.where(np.isnan(values), np.nan, 0.0)
-        return np.clip((values - low) / width, 0.0, 1.0)
+        return scale_to_unit(values, *self.ranges[name])
+
+
+def scale_to_unit(values: np.ndarray, low: float, high: float) -> np.ndarray:
+    """``values`` mapped to [0, 1] by the range [low, high], clipped to it (NaN stays NaN; all 0 when
+    the range is one point)."""
+    width = high - low
+    values = np.asarray(values, dtype=np.float64)
+    if width <= 0:
+        return np.where(np.isnan(values), np.nan, 0.0)
+    return np.clip((values - low) / width, 0.0, 1.0)

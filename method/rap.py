@@ -50,6 +50,7 @@ import numpy as np
 
 from lib import relaxed
 from lib.consistency import common_total
+from lib.domain import scale_to_unit
 from lib.privacy.private_table import Measurement, PrivateTable
 from lib.privacy.queries import Intervals, Marginal
 from lib.progress import progress
@@ -128,9 +129,7 @@ class _Scale:
 
     def relaxed(self, raw: np.ndarray) -> np.ndarray:
         """Raw values (clipped to [low, high]) as relaxed values in [0, 1]; NaN stays NaN."""
-        width = self.high - self.low
-        raw = np.asarray(raw, dtype=np.float64)
-        return np.clip((raw - self.low) / width, 0.0, 1.0) if width > 0 else np.where(np.isnan(raw), np.nan, 0.0)
+        return scale_to_unit(raw, self.low, self.high)
 
     def raw(self, x: np.ndarray) -> np.ndarray:
         return self.low + np.asarray(x, dtype=np.float64) * (self.high - self.low)
