@@ -38,8 +38,8 @@ Datasets:
   a real release would take them from a data dictionary), Age in [0, 100];
 * acs_split: one state private (Texas 2018+2019), another public (Massachusetts
   2018+2019), the demo's schema with Texas's PUMAs, groups PUMA × YEAR, target OWN_RENT;
-* sprint2: 100,000 rows of bench/sprint2_generator.py (seed 1; public file 20,000 rows,
-  seed 2), the Sprint-2 parameters: theta 7 per sim_individual_id, YEAR distinct per
+* sprint2: 100,000 rows of bench/sprint2_generator.py (``--sprint2-rows`` sets how many; seed 1;
+  public file a fifth as many rows, seed 2), the Sprint-2 parameters: theta 7 per sim_individual_id, YEAR distinct per
   individual, groups PUMA × YEAR, no target.
 Every other dataset has one row per individual (max_records_per_individual 1).
 """
@@ -289,6 +289,7 @@ def main() -> None:
                                             "--sensitive), instead of the dataset's own")
     parser.add_argument("--rap-rows", type=int, help="the rap variants' --rows (relaxed rows)")
     parser.add_argument("--rap-device", choices=("cpu", "gpu"), help="the rap variants' --device")
+    parser.add_argument("--sprint2-rows", type=int, default=100_000, help="rows of the sprint2 dataset's private table")
     args = parser.parse_args()
     _SHARE = args.reweight_share
     _SUPERQUAIL = {k: v for k, v in (("alpha", args.superquail_alpha), ("beta", args.superquail_beta)) if v is not None}
@@ -301,7 +302,7 @@ def main() -> None:
     print("\n".join(lines), flush=True)
     ctx = multiprocessing.get_context("fork")
     for name in args.datasets:
-        _DATA = DATASETS[name]()
+        _DATA = sprint2(args.sprint2_rows) if name == "sprint2" else DATASETS[name]()
         if args.sensitive:
             _DATA.sensitive = args.sensitive
         evaluator = Evaluator(parse_schema(_DATA.params(1.0)), _DATA.real,

@@ -3,7 +3,8 @@
 Spends what remains of the run's budget in three steps, every one through the private table:
 
 1. cheap measurements: the group counts (the write-up's two-way share, when there are
-   groups) and every 1-way marginal, each at the first round's measuring rho;
+   groups; pulled toward the product of their one-way totals, method/groups.py
+   ``smoothed_counts``) and every 1-way marginal, each at the first round's measuring rho;
 2. rounds: the candidates are every 1-way, 2-way and group × column marginal and the
    3-way marginals that extend a measured pair, each at most ``max_cells`` cells.  A
    round picks one by the exponential mechanism (``PrivateTable.select``, SELECT_SHARE of
@@ -37,7 +38,7 @@ from lib.marginals import clip_and_normalise, count_marginal
 from lib.privacy.private_table import PrivateTable
 from lib.privacy.queries import Marginal
 from method.base import RunContext
-from method.groups import base_size, start_records
+from method.groups import base_size, smoothed_counts, start_records
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +127,8 @@ def measure_adaptively(private: PrivateTable, public_codes: np.ndarray | None, c
         m = private.measure(Marginal(tuple(names[j] for j in group_idx)),
                             group_rho if other_idx else private.remaining,
                             f"group counts ({' × '.join(names[j] for j in group_idx)})")
-        model.add(tuple(group_idx), m.noisy, m.sigma)
+        model.add(tuple(group_idx), smoothed_counts(m.noisy, m.sigma, tuple(names[j] for j in group_idx)),
+                  m.sigma)
     elif not other_idx:
         m = private.measure(Marginal(()), private.remaining, "number of rows")
         model.add((), m.noisy.reshape(()), m.sigma)

@@ -8,9 +8,13 @@ In the "public" regime the targets are the public file's 2-way marginals (free);
 made consistent with the noisy 1-way marginals.  With ``--marginals select`` the
 one-way and two-way regimes instead measure all 1-way marginals plus the 2-way pairs
 chosen from noisy dependency scores (method/selection.py).  Everything after measuring is
-post-processing: consistency, a base synthetic set built by GUM (initialised from
-public records when given), then per-group records drawn from the base and
-GUM-updated toward the same targets (method/groups.py).
+post-processing: the noisy group counts pulled toward the product of their one-way totals
+(empirical Bayes, method/groups.py ``smoothed_counts``), consistency, a base synthetic set
+built by GUM (initialised from public records when given), then per-group records drawn
+from the base and GUM-updated toward the same targets (method/groups.py).  Under the
+``auto`` planner a group is GUM-updated only toward targets of its own (group × column
+marginals): refitting a group of a few dozen rows to the global targets the base already
+follows distorts it (on the Sprint-2 shape, 2-way TVD 0.107 against 0.027 at ε = 0.1).
 """
 from __future__ import annotations
 
@@ -26,7 +30,7 @@ from lib.marginals import count_marginal
 from lib.privacy.private_table import PrivateTable
 from lib.privacy.queries import DependencyScores, Marginal
 from method.base import Method, PublicData, RunContext, SynthesisResult, option
-from method.groups import base_size, group_sizes, start_records, synthesize_groups
+from method.groups import base_size, group_sizes, smoothed_counts, start_records, synthesize_groups
 from method.adaptive import measure_adaptively
 from method.planner import (ADAPTIVE, ALL, AUTO, MARGINAL_CHOICES, ONE_WAY, PLANNERS, PUBLIC, REGIMES, SELECT,
                             TWO_WAY, make_plan, needs_total, total_share)
@@ -50,7 +54,8 @@ class DpsynOptions:
                               minimum=0)
     planner: str = option(AUTO, "auto: the write-up's regimes, except that where it would measure 1-way or 2-way "
                                 "marginals, the adaptive rounds are used unless measuring every pair (and every "
-                                "group × column marginal) is cheap; write-up: the write-up's regimes only",
+                                "group × column marginal) is cheap, and groups are refitted only to marginals of "
+                                "their own; write-up: the write-up's regimes and per-group refits only",
                           choices=PLANNERS)
     max_cells: int = option(20_000, "adaptive regime: the largest marginal (in cells) a round may measure",
                             type=int, minimum=1)
@@ -91,7 +96,8 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
                 label = " × ".join(ctx.group_columns)
                 groups = private.measure(Marginal(ctx.group_columns), plan.group_share * rho,
                                          f"group counts ({label})")
-                targets.append((tuple(group_idx), groups.noisy, groups.sigma))
+                counts = smoothed_counts(groups.noisy, groups.sigma, ctx.group_columns)
+                targets.append((tuple(group_idx), counts, groups.sigma))
             targets += _targets(private, public_codes, ctx, options, group_idx, other_idx, plan, rho, targets)
 
     if base is None:
@@ -111,9 +117,10 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
         if base is None:
             start = start_records(public_codes, other_idx, global_targets, base_size(total), sizes, ctx.rng)
             base = gum(start, sizes, global_targets, ctx.rng, boxes=ctx.boxes)
+        own_only = plan.regime == ADAPTIVE or (options.planner == AUTO and bool(group_idx))
         codes = synthesize_groups(base, per_group, group_idx, global_targets, per_group_1way, sizes, ctx.rng,
                                   ctx.jobs, reuse_equal_sizes=options.group_round > 1, boxes=ctx.boxes,
-                                  own_targets_only=plan.regime == ADAPTIVE)
+                                  own_targets_only=own_only)
     return SynthesisResult(codes)
 
 

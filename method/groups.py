@@ -15,6 +15,7 @@ from lib.constraints import NO_BOXES, Boxes
 from lib.gum import GumOptions, gum
 from lib.marginals import clip_and_normalise
 from lib.progress import progress
+from lib.shrinkage import shrink_counts
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,18 @@ def start_records(public_codes: np.ndarray | None, other_idx: list[int], targets
         axis = tuple(i for i, c in enumerate(cols) if c != j)
         records[:, j] = rng.choice(sizes[j], size=n, p=clip_and_normalise(values.sum(axis=axis)))
     return records
+
+
+def smoothed_counts(noisy: np.ndarray, sigma: float, columns: tuple[str, ...]) -> np.ndarray:
+    """The noisy group counts (shaped by ``columns``) pulled toward their independence fit by
+    empirical Bayes (lib/shrinkage.py): where the noise sd is large against the counts, as with
+    many small groups, each group's count borrows from its row and column totals.  Post-processing."""
+    shrunk = shrink_counts(noisy, sigma)
+    kept = ", ".join(f"{c} totals {w:.0%}" for c, w in zip(columns, shrunk.margins))
+    log.info("group counts (noise sd %.3g): shrunk toward %s; each count keeps %.0f%% of its own deviation (%s)",
+             sigma, "their mean" if len(columns) == 1 else "the product of the " + " and ".join(columns) + " totals",
+             100 * shrunk.cells, kept)
+    return shrunk.values
 
 
 def group_sizes(noisy: np.ndarray, max_records: int, floor: int = 0, multiple: int = 1) -> np.ndarray:
