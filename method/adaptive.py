@@ -101,12 +101,20 @@ class Model:
         counts = self.consistent[self.group_idx].ravel()
         return np.outer(counts, clip_and_normalise(self.consistent[(j,)]))
 
-    def answer(self, cols: tuple[int, ...]) -> np.ndarray:
-        """The model's answer to the marginal over ``cols`` (scaled to the model's total)."""
+    def answer(self, cols: tuple[int, ...], by_column: np.ndarray | None = None) -> np.ndarray:
+        """The model's answer to the marginal over ``cols`` (scaled to the model's total);
+        ``by_column``: the records transposed (columns × records, C order), to count from."""
         if self.group_idx and cols[:len(self.group_idx)] == self.group_idx:
             return self.per_group(cols[-1]).reshape(tuple(self.sizes[c] for c in cols))
         shape = tuple(self.sizes[c] for c in cols)
-        return count_marginal(self.records[:, list(cols)], shape) * (self.total / max(len(self.records), 1))
+        codes = self.records[:, list(cols)] if by_column is None else by_column[list(cols)].T
+        return count_marginal(codes, shape) * (self.total / max(len(self.records), 1))
+
+    def answers(self, candidates: list[tuple[int, ...]]) -> list[np.ndarray]:
+        """``answer`` for every candidate, counting from one column-major copy of the records
+        (gathering a few columns of row-major records is the slow part)."""
+        by_column = np.ascontiguousarray(self.records.T)
+        return [self.answer(cols, by_column) for cols in candidates]
 
 
 def measure_adaptively(private: PrivateTable, public_codes: np.ndarray | None, ctx: RunContext,
@@ -163,7 +171,7 @@ def _rounds(private: PrivateTable, ctx: RunContext, model: Model, other_idx: lis
         rho_measure = rho_round - rho_select
         candidates = _candidates(model, other_idx, max_cells)
         queries = [Marginal(tuple(names[j] for j in cols)) for cols in candidates]
-        references = [model.answer(cols) for cols in candidates]
+        references = model.answers(candidates)
         sigmas = np.array([private.sensitivity(q).l2 for q in queries]) / math.sqrt(2 * rho_measure)
         cells = np.array([r.size for r in references])
         penalties = NOISE_L1 * sigmas * cells

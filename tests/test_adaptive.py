@@ -68,6 +68,16 @@ def test_the_model_merges_repeated_measurements_by_inverse_variance():
     assert np.allclose(values, [8.0, 2.0]) and sigma == pytest.approx((1 + 0.25) ** -0.5)
 
 
+def test_the_model_counts_every_candidate_as_it_counts_one():
+    rng = np.random.default_rng(3)
+    sizes = (4, 3, 5, 2)
+    model = Model(("a", "b", "c", "d"), sizes, ())
+    model.records = np.column_stack([rng.integers(0, k, 500) for k in sizes]).astype(np.int32)
+    candidates = [(0,), (1, 3), (0, 2, 3), (2, 1)]
+    for one, batch in zip([model.answer(c) for c in candidates], model.answers(candidates)):
+        np.testing.assert_array_equal(one, batch)
+
+
 def test_the_planner_measures_every_pair_only_when_that_is_cheap():
     cells, rows = (400, 400, 400), 5000
     cheap = pair_noise(10.0, 1, rows, cells)
