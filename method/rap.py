@@ -33,7 +33,8 @@ Numeric columns are held in [0, 1] of the public file's range when one is given 
 cuts sit half-way between the points of a column's grid (``_Scale.snap``).  The relaxed table
 starts from public records when given, else from random categorical logits and
 numeric values drawn from their noisy 1-way interval counts, with rows per group in proportion to
-the noisy group counts (group columns fixed).  The release draws its records from
+the noisy group counts, shrunk toward the product of their totals (method/groups.py
+``smoothed_counts``; group columns fixed).  The release draws its records from
 the relaxed rows: categorical values from their probabilities, numeric values as fitted (the
 release rounds them to the column's precision and recomputes their codes).
 """
@@ -55,7 +56,7 @@ from lib.privacy.private_table import Measurement, PrivateTable
 from lib.privacy.queries import Intervals, Marginal
 from lib.progress import progress
 from method.base import Method, PublicData, RunContext, SynthesisResult, option
-from method.groups import group_sizes
+from method.groups import group_sizes, smoothed_counts
 
 log = logging.getLogger(__name__)
 
@@ -249,7 +250,8 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
         first += [private.measure(q, rho_pairs / len(pairs)) for q in pairs]
     measured = ([counts] if counts else []) + first  # each counts every row once
     total = common_total([m.noisy for m in measured], [m.sigma for m in measured])
-    sizes = group_sizes(counts.noisy.ravel() if counts else np.array([total]), ctx.max_records)
+    sizes = group_sizes(smoothed_counts(counts.noisy, counts.sigma, layout.groups).ravel() if counts
+                        else np.array([total]), ctx.max_records)
     reference = first[0].sigma if first else 1.0  # weights are relative to the first 1-way answer's variance
     with ctx.timed("projecting"):
         table, members = _start(layout, public, sizes, options.rows, ctx.rng, xp, first)
