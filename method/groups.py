@@ -20,7 +20,10 @@ from lib.shrinkage import shrink_counts
 log = logging.getLogger(__name__)
 
 GROUP_GUM = GumOptions(iterations=4, alpha=0.5, decay=0.8)
-BASE_RECORDS = 20_000  # records of the base set that groups draw from
+# records of the base set that groups draw from: a table of fewer rows gets one base record per row, so a
+# table without groups is the base itself, not a resample (adult, eps 10, 3 seeds: 2-way TVD 0.0248 with
+# 20,000 base records for its 48,842 rows, 0.0228 with one per row)
+BASE_RECORDS = 100_000
 
 
 def base_size(total: float, most: int = BASE_RECORDS) -> int:
@@ -88,10 +91,12 @@ def per_group_targets(targets, per_group_1way: dict, n_groups: int) -> list:
 
 def draw_rows(available: int, n: int, rng: np.random.Generator) -> np.ndarray:
     """n row indices below ``available``: without repeats when there are enough rows (a subsample
-    keeps the base's marginals better than draws with replacement), else with repeats."""
+    keeps the base's marginals better than draws with replacement), else every row as often as n
+    allows and the remainder without repeats (so only the remainder adds sampling error)."""
     if n <= available:
         return rng.permutation(available)[:n]
-    return rng.integers(0, available, n)
+    whole, rest = divmod(n, available)
+    return np.concatenate([np.tile(np.arange(available), whole), rng.permutation(available)[:rest]])
 
 
 def _one_group(args) -> np.ndarray:

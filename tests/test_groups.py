@@ -1,0 +1,20 @@
+"""Per-group synthesis helpers (method/groups.py)."""
+import numpy as np
+import pytest
+
+from method.groups import base_size, draw_rows
+
+
+@pytest.mark.parametrize("available, n", [(10, 4), (10, 10), (10, 11), (10, 35), (1, 3)])
+def test_drawn_rows_repeat_no_row_more_than_needed(available, n):
+    rows = draw_rows(available, n, np.random.default_rng(0))
+    counts = np.bincount(rows, minlength=available)
+    assert len(rows) == n and rows.min() >= 0 and rows.max() < available
+    assert counts.max() - counts.min() <= 1  # every row n // available or that plus one times
+    assert counts.max() == -(-n // available)
+
+
+def test_a_table_below_the_base_cap_gets_one_base_record_per_row():
+    assert base_size(48_842.6) == 48_842
+    assert base_size(3e6) == 100_000
+    assert base_size(12.0) == 1_000
