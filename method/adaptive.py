@@ -11,7 +11,8 @@ Spends what remains of the run's budget in three steps, every one through the pr
    the round's rho) on the score ||q(D) − q(model)||₁ − sqrt(2/π)·σ·cells, the model's
    L1 error minus the L1 noise that measuring it would add, and measures it with the rest
    (Gaussian); the model is then refit (consistency, then GUM warm-started from the last
-   round's records);
+   round's records: the write-up's moves when the records started from public records,
+   else rewriting the measured columns with a short polish, see REWRITE);
 3. annealing: the first round's rho is the budget over ROUNDS_PER_COLUMN × columns
    rounds; when a measurement moves the model by less than its own expected noise, the
    next rounds get four times the rho (half the noise sd, AIM's rule); when less than two
@@ -47,15 +48,18 @@ ROUNDS_PER_COLUMN = 8  # the first round's rho is the budget over this many roun
 NOISE_L1 = math.sqrt(2 / math.pi)  # E|N(0, σ²)| / σ
 ROUND_TOLERANCE = 1e-6  # consistency within rounds: agreement to a millionth of the total,
 ROUND_FIT_ITERATIONS = 50  # or this many fitting sweeps (the full fit runs once, at the end)
-ROUND_GUM = GumOptions(iterations=5, alpha=0.5, decay=0.85)  # warm-started refit each round
-# The final fit first moves records only by rewriting the measured columns: duplicating whole records (the
-# write-up's other move, kept in the rounds) fits the measured marginals as well but collapses the records
-# onto fewer distinct rows, which every unmeasured marginal pays for; a short polish with duplicates then
-# fits what rewriting alone leaves (bench/RESULTS.md, issue 11: adult at eps 1, 2-way TVD 0.052 -> 0.046).
-# Without duplicates in the rounds too, adult gains more (0.043) but the demo loses (score 831 -> 808):
-# the rounds then anneal sooner and measure less.
-FIT_GUM = GumOptions(duplicate_share=0.0)
-POLISH_GUM = GumOptions(iterations=5, alpha=0.3, decay=0.85)
+# GUM passes of a round's warm-started refit and of the final fit.  From public records, the write-up's
+# moves: duplicating a whole record keeps the joint structure of the public records among the columns no
+# measurement covers.  From independent draws there is no such structure to keep, and duplicates collapse
+# the records onto fewer distinct rows, which every unmeasured marginal pays for: there GUM first moves
+# records only by rewriting the measured columns, then polishes briefly with duplicates for what rewriting
+# alone does not fit (bench/RESULTS.md, issue 11: adult at eps 1, 2-way TVD 0.052 -> 0.042; the demo, from
+# public records, loses 4 points of score with the rewriting passes).
+ROUND_GUM = GumOptions(iterations=5, alpha=0.5, decay=0.85)
+REWRITE = {False: (GumOptions(iterations=5, alpha=0.5, decay=0.85, duplicate_share=0.0),
+                   GumOptions(iterations=2, alpha=0.3, decay=0.85)),
+           True: (GumOptions(duplicate_share=0.0), GumOptions(iterations=5, alpha=0.3, decay=0.85))}
+FROM_PUBLIC = {False: (ROUND_GUM,), True: (GumOptions(),)}
 
 
 @dataclass
@@ -67,6 +71,7 @@ class Model:
     sizes: tuple[int, ...]
     group_idx: tuple[int, ...]
     records: np.ndarray | None = None
+    from_public: bool = False                        # the records started from public records
     noisy: dict = field(default_factory=dict)        # column indices -> (values, sigma)
     consistent: dict = field(default_factory=dict)   # column indices -> consistent values
     total: float = 1.0
@@ -92,9 +97,9 @@ class Model:
 
     def refit(self, rng: np.random.Generator, boxes, final: bool = False) -> None:
         """``fit_marginals``, then GUM on the records toward the global consistent marginals: a round's
-        warm-started ROUND_GUM, or when ``final`` FIT_GUM then POLISH_GUM."""
+        warm-started passes, or when ``final`` the full fit's (FROM_PUBLIC or REWRITE)."""
         self.fit_marginals(final)
-        for options in (FIT_GUM, POLISH_GUM) if final else (ROUND_GUM,):
+        for options in (FROM_PUBLIC if self.from_public else REWRITE)[final]:
             self.records = gum(self.records, self.sizes, self.global_targets(), rng, options, boxes)
 
     def global_targets(self) -> list[tuple[tuple[int, ...], np.ndarray]]:
@@ -137,7 +142,7 @@ def measure_adaptively(private: PrivateTable, public_codes: np.ndarray | None, c
     selections and measurements.
     """
     names, sizes = ctx.domain.names, ctx.domain.sizes
-    model = Model(names, sizes, tuple(group_idx))
+    model = Model(names, sizes, tuple(group_idx), from_public=public_codes is not None)
     for cols, values, sigma in earlier:
         model.add(tuple(cols), values, sigma)
     if group_idx:
