@@ -5,7 +5,8 @@ made consistent), never private data, so it costs no privacy budget.
 
 Each pass visits every target marginal (in a random order) and, for that marginal,
 moves a fraction alpha of the surplus of every over-full cell to the under-full
-cells (destinations drawn in proportion to their deficit).  A moved record is
+cells (the records to move drawn from each over-full cell without repeats, destinations
+in proportion to their deficit; only the movers are visited, not every record).  A moved record is
 either replaced by a copy of a record already sitting in its destination cell
 ("duplicate", which keeps the other columns' joint structure of that cell), or
 has only this marginal's columns rewritten to the destination cell ("rewrite").
@@ -110,7 +111,7 @@ def _gum_kernel(records, sizes, attrs, attr_ptr, targets, cell_ptr, alphas, dup_
                 dest[i] = c
                 pos += step
             dest = dest[np.random.permutation(moves)]
-            # records of each cell (counting sort), for duplication sources
+            # records of each cell (counting sort): the movers and the duplication sources
             start = np.zeros(ncell + 1, np.int64)
             for c in range(ncell):
                 start[c + 1] = start[c] + counts[c]
@@ -119,14 +120,21 @@ def _gum_kernel(records, sizes, attrs, attr_ptr, targets, cell_ptr, alphas, dup_
             for r in range(n):
                 members[fill[cell[r]]] = r
                 fill[cell[r]] += 1
+            # quota[c] movers drawn from each over-full cell without repeats (partial Fisher-Yates
+            # within the cell's members), then taken in random order
+            movers = np.empty(moves, np.int64)
             j = 0
-            for r in np.random.permutation(n):
-                c = cell[r]
-                if quota[c] == 0:
-                    continue
-                quota[c] -= 1
-                t = dest[j]
-                j += 1
+            for c in range(ncell):
+                s0 = start[c]
+                for k in range(quota[c]):
+                    pick = s0 + k + np.random.randint(counts[c] - k)
+                    members[s0 + k], members[pick] = members[pick], members[s0 + k]
+                    movers[j] = members[s0 + k]
+                    j += 1
+            movers = movers[np.random.permutation(moves)]
+            for i in range(moves):
+                r = movers[i]
+                t = dest[i]
                 if counts[t] > 0 and np.random.random() < dup_share:
                     src = members[start[t] + np.random.randint(counts[t])]
                     records[r, :] = records[src, :]
@@ -140,6 +148,4 @@ def _gum_kernel(records, sizes, attrs, attr_ptr, targets, cell_ptr, alphas, dup_
                     if checked and record_forbidden(records, r, box_cols, box_ptr, box_masks, mask_ptr):
                         for k in range(a0, a1):
                             records[r, attrs[k]] = old[k - a0]
-                if j == moves:
-                    break
     return records

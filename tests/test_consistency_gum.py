@@ -69,3 +69,18 @@ def test_gum_is_deterministic_under_a_seed(adult):
     a = gum(start, sizes, targets, np.random.default_rng(5), opts)
     b = gum(start, sizes, targets, np.random.default_rng(5), opts)
     assert np.array_equal(a, b) and not np.array_equal(a, start)
+
+
+def test_gum_moves_records_only_out_of_over_full_cells():
+    """One marginal, one pass, alpha 1: every record of a cell at or under its target stays as it was,
+    and the cells end at their (integer) targets."""
+    rng = np.random.default_rng(3)
+    start = np.column_stack([rng.integers(0, 4, 1000), rng.integers(0, 3, 1000)]).astype(np.int32)
+    target = np.array([400.0, 300.0, 200.0, 100.0])
+    out = gum(start, (4, 3), [((0,), target)], np.random.default_rng(4),
+              GumOptions(iterations=1, alpha=1.0, duplicate_share=0.5))
+    counts = np.bincount(start[:, 0], minlength=4)
+    for c in np.flatnonzero(counts <= target):
+        kept = start[:, 0] == c
+        assert (out[kept] == start[kept]).all()
+    assert np.array_equal(np.bincount(out[:, 0], minlength=4), target.astype(int))
