@@ -21,8 +21,8 @@ log = logging.getLogger(__name__)
 
 GROUP_GUM = GumOptions(iterations=4, alpha=0.5, decay=0.8)
 # records of the base set that groups draw from: a table of fewer rows gets one base record per row, so a
-# table without groups is the base itself, not a resample (adult, eps 10, 3 seeds: 2-way TVD 0.0248 with
-# 20,000 base records for its 48,842 rows, 0.0228 with one per row)
+# table without groups is the base itself, not a resample (bench/RESULTS.md, issue 11: adult at eps 10,
+# 2-way TVD 0.0248 with 20,000 base records for its 48,842 rows, 0.0228 with one per row)
 BASE_RECORDS = 100_000
 
 
