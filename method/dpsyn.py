@@ -144,7 +144,9 @@ def _targets(private: PrivateTable, public_codes, ctx: RunContext, options: Dpsy
 
     In the two-way regime with groups, GROUP_MARGINAL_SHARE of the marginal budget goes
     to (group columns × column) marginals, so that groups can differ from each other (all
-    of it when there is no pair of other columns to measure).  Public marginals are scaled
+    of it when there is no pair of other columns to measure), each with rho ∝ its cells^(2/3),
+    the split that minimises their summed expected L1 noise (method/selection.py ``allocate``;
+    the pairs keep an even split, see bench/RESULTS.md).  Public marginals are scaled
     to the noisy total (the inverse-variance weighted mean of every noisy measurement's
     total) in every regime: consistency spreads any gap in totals evenly over the cells,
     which would flatten their shape.
@@ -163,7 +165,7 @@ def _targets(private: PrivateTable, public_codes, ctx: RunContext, options: Dpsy
     if share > 0 and plan.regime == TWO_WAY and group_idx:
         per_group = [tuple(group_idx) + (j,) for j in other_idx]
         per_group_share = GROUP_MARGINAL_SHARE * share if pairs else share
-        measured = _measure(private, ctx, per_group, [per_group_share / len(per_group)] * len(per_group))
+        measured = _measure(private, ctx, per_group, allocate(per_group, sizes, per_group_share))
         share = share * (1 - GROUP_MARGINAL_SHARE) if pairs else 0.0
     if share > 0:
         if options.marginals == SELECT and plan.regime != PUBLIC and len(other_idx) > 1:

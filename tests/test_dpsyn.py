@@ -43,6 +43,23 @@ def test_one_non_group_column_releases(tmp_path, capsys, regime, share):
     assert out[out.G == "a"].X.eq(0).mean() > share  # group a is all X = 0 in the private table
 
 
+def test_two_way_regime_splits_group_marginals_by_cells(tmp_path, capsys):
+    """Group × column marginals get rho ∝ cells^(2/3) (least summed L1 noise); pairs an even split."""
+    schema = {"G": {"dtype": "str", "values": ["a", "b"]}, "X": {"dtype": "int", "values": [0, 1]},
+              "Y": {"dtype": "int", "values": list(range(16))}, "Z": {"dtype": "int", "values": [0, 1, 2]}}
+    private = table(np.random.default_rng(0), 600, G=["a", "b"], X=[0, 1], Y=list(range(16)), Z=[0, 1, 2])
+    code, _, ledger = release(tmp_path, schema, private, "--group-columns", "G", "--regime", "two-way")
+    assert code == 0, capsys.readouterr().err
+    rho = {c["step"].removeprefix("2-way marginal ").removeprefix("3-way marginal "): c["rho"]
+           for c in ledger["charges"]}
+    assert rho["G × Y"] / rho["G × X"] == pytest.approx(8 ** (2 / 3), rel=1e-9)
+    assert rho["G × Z"] / rho["G × X"] == pytest.approx(1.5 ** (2 / 3), rel=1e-9)
+    assert rho["X × Y"] == pytest.approx(rho["Y × Z"], rel=1e-12) == pytest.approx(rho["X × Z"], rel=1e-12)
+    assert sum(rho[f"G × {c}"] for c in "XYZ") == pytest.approx(sum(rho[p] for p in ("X × Y", "X × Z", "Y × Z")),
+                                                               rel=1e-9)  # GROUP_MARGINAL_SHARE = 0.5
+    assert ledger["rho_spent"] == pytest.approx(ledger["rho_budget"], rel=1e-12)
+
+
 @pytest.mark.parametrize("method", ["dpsyn", "histogram"])
 def test_every_column_a_group_column_releases(tmp_path, capsys, method):
     schema = {"G": {"dtype": "str", "values": ["a", "b"]}, "H": {"dtype": "int", "values": [0, 1, 2]}}
