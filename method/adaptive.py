@@ -5,8 +5,10 @@ Spends what remains of the run's budget in three steps, every one through the pr
 1. cheap measurements: the group counts (the write-up's two-way share, when there are
    groups; pulled toward the product of their one-way totals, method/groups.py
    ``smoothed_counts``) and every 1-way marginal, each at the first round's measuring rho;
-2. rounds: the candidates are every 1-way, 2-way and group × column marginal and the
-   3-way marginals that extend a measured pair, each at most ``max_cells`` cells.  A
+2. rounds: the candidates are every 1-way, 2-way and group × column marginal, the 3-way
+   marginals that extend a measured pair and, where groups are large (SUBGROUP_ROWS), every
+   column by some of the group columns (PUMA × column without YEAR), each at most
+   ``max_cells`` cells.  A
    round picks one by the exponential mechanism (``PrivateTable.select``, SELECT_SHARE of
    the round's rho) on the score ||q(D) − q(model)||₁ − sqrt(2/π)·σ·cells, the model's
    L1 error minus the L1 noise that measuring it would add, and measures it with the rest
@@ -21,7 +23,8 @@ Spends what remains of the run's budget in three steps, every one through the pr
 The model (post-processing of released values only) is a set of records over the non-group
 columns (public records when given, else independent draws from the noisy 1-way marginals),
 plus, per group, the consistent group × column counts or, for a column not measured per
-group, the group's count times the column's overall distribution.  The final records are
+group, the group's count times the column's overall distribution, fitted to the column's
+marginals by some of the group columns where measured.  The final records are
 drawn per group from the model's records (method/groups.py), as in the write-up.
 """
 from __future__ import annotations
@@ -33,7 +36,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from lib.consistency import MAX_FIT_ITERATIONS, TOLERANCE, make_consistent
+from lib.consistency import MAX_FIT_ITERATIONS, TOLERANCE, fit_to_margins, make_consistent
 from lib.gum import GumOptions, gum
 from lib.marginals import clip_and_normalise, count_marginal
 from lib.privacy.private_table import PrivateTable
@@ -46,6 +49,12 @@ log = logging.getLogger(__name__)
 SELECT_SHARE = 0.1      # of each round's rho: the exponential mechanism (AIM's split)
 ROUNDS_PER_COLUMN = 8  # the first round's rho is the budget over this many rounds per column (AIM: 16)
 NOISE_L1 = math.sqrt(2 / math.pi)  # E|N(0, σ²)| / σ
+# Candidates S × column for S some of the group columns (PUMA × column without YEAR, say) only where groups
+# have this many rows on average (noisy total over the number of groups): every group is then refitted to
+# its share of S × column, and refitting many small groups distorts more than the groups' shared structure
+# gives (bench/RESULTS.md, issue 11: the demo, 1,359 rows a group, eps 1: 825.4 -> 844.3; sprint2 at
+# 100,000 rows, 79 a group, eps 10: 695.4 -> 649.5 without this rule).  Group × column stays a candidate.
+SUBGROUP_ROWS = 1000
 ROUND_TOLERANCE = 1e-6  # consistency within rounds: agreement to a millionth of the total,
 ROUND_FIT_ITERATIONS = 50  # or this many fitting sweeps (the full fit runs once, at the end)
 # GUM passes of a round's warm-started refit and of the final fit.  From public records, the write-up's
@@ -106,20 +115,42 @@ class Model:
         """The consistent marginals without group columns."""
         return [(cols, v) for cols, v in self.consistent.items() if cols and not set(cols) & set(self.group_idx)]
 
+    def group_parts(self, j: int) -> list[tuple[int, ...]]:
+        """The measured marginals of column j by some of the group columns (S × j, S a non-empty
+        subset of the group columns in their order)."""
+        return [c for c in self.consistent if self._by_groups(c) and c[-1] == j]
+
+    def _by_groups(self, cols: tuple[int, ...]) -> bool:
+        """Whether ``cols`` is some group columns and one other column."""
+        return len(cols) > 1 and set(cols[:-1]) <= set(self.group_idx) and cols[-1] not in self.group_idx
+
     def per_group(self, j: int) -> np.ndarray:
-        """Groups × values of column j: the consistent group × j counts when measured, else each
-        group's count times j's overall distribution."""
+        """Groups × values of column j: the consistent group × j counts when measured; else each
+        group's count times j's overall distribution, fitted (iterative proportional fitting) to
+        whatever S × j marginals were measured for subsets S of the group columns (PUMA × j without
+        YEAR, say), keeping the group counts."""
         cols = self.group_idx + (j,)
         if cols in self.consistent:
             return self.consistent[cols].reshape(-1, self.sizes[j])
-        counts = self.consistent[self.group_idx].ravel()
-        return np.outer(counts, clip_and_normalise(self.consistent[(j,)]))
+        counts = self.consistent[self.group_idx]
+        start = counts[..., None] * clip_and_normalise(self.consistent[(j,)])
+        parts = {c: self.consistent[c] for c in self.group_parts(j)}
+        if parts:
+            start = fit_to_margins(start, cols, {**parts, self.group_idx: counts}, ROUND_TOLERANCE * self.total,
+                                   ROUND_FIT_ITERATIONS)
+        return start.reshape(-1, self.sizes[j])
+
+    def per_group_marginals(self) -> dict[int, np.ndarray]:
+        """``per_group`` of every column measured by some group columns (groups × values)."""
+        return {j: self.per_group(j) for j in sorted({c[-1] for c in self.consistent if self._by_groups(c)})}
 
     def answer(self, cols: tuple[int, ...], by_column: np.ndarray | None = None) -> np.ndarray:
         """The model's answer to the marginal over ``cols`` (scaled to the model's total);
         ``by_column``: the records transposed (columns × records, C order), to count from."""
-        if self.group_idx and cols[:len(self.group_idx)] == self.group_idx:
-            return self.per_group(cols[-1]).reshape(tuple(self.sizes[c] for c in cols))
+        if self._by_groups(cols):
+            full = self.per_group(cols[-1]).reshape(tuple(self.sizes[c] for c in self.group_idx + cols[-1:]))
+            drop = tuple(i for i, g in enumerate(self.group_idx) if g not in cols)
+            return full.sum(axis=drop) if drop else full
         shape = tuple(self.sizes[c] for c in cols)
         codes = self.records[:, list(cols)] if by_column is None else by_column[list(cols)].T
         return count_marginal(codes, shape) * (self.total / max(len(self.records), 1))
@@ -216,7 +247,7 @@ def _rounds(private: PrivateTable, ctx: RunContext, model: Model, other_idx: lis
 
 def _candidates(model: Model, other_idx: list[int], max_cells: int) -> list[tuple[int, ...]]:
     """Column sets the next round may measure (module doc), each at most ``max_cells`` cells,
-    in a fixed order (group × column last)."""
+    in a fixed order (group × column last, by one group column before two)."""
     sizes = model.sizes
     out = [(j,) for j in other_idx if sizes[j] > 1]
     out += [p for p in itertools.combinations(other_idx, 2) if sizes[p[0]] * sizes[p[1]] <= max_cells]
@@ -225,5 +256,8 @@ def _candidates(model: Model, other_idx: list[int], max_cells: int) -> list[tupl
     out += sorted(t for t in triples if math.prod(sizes[j] for j in t) <= max_cells)
     if model.group_idx:
         groups = math.prod(sizes[g] for g in model.group_idx)
-        out += [model.group_idx + (j,) for j in other_idx if sizes[j] > 1 and groups * sizes[j] <= max_cells]
+        widths = range(1, len(model.group_idx) + 1) if model.total >= SUBGROUP_ROWS * groups else (len(model.group_idx),)
+        for by in (by for r in widths for by in itertools.combinations(model.group_idx, r)):
+            cells = math.prod(sizes[g] for g in by)
+            out += [by + (j,) for j in other_idx if sizes[j] > 1 and cells * sizes[j] <= max_cells]
     return out

@@ -164,3 +164,48 @@ def test_the_adaptive_regime_keeps_the_group_share_of_the_regime_it_replaces():
     one_way = make_plan(1.0, 1, rows, True, False, rho=0.001, pair_cells=cells)
     assert one_way.regime == ADAPTIVE
     assert one_way.group_share == make_plan(1.0, 1, rows, True, False).group_share  # the write-up's one-way
+
+
+def test_the_model_answers_marginals_by_some_of_the_group_columns():
+    """Groups P × Y, column X measured by P alone: each group's X follows its P's X distribution,
+    scaled to the group's count, and the model answers P × X and Y × X from that."""
+    model = Model(("P", "Y", "X"), (3, 2, 2), (0, 1))
+    counts = np.array([[10.0, 30.0], [20.0, 20.0], [5.0, 15.0]])
+    by_p = np.array([[36.0, 4.0], [20.0, 20.0], [2.0, 18.0]])
+    model.consistent = {(0, 1): counts, (2,): by_p.sum(axis=0), (0, 2): by_p}
+    model.total = counts.sum()
+    assert model.group_parts(2) == [(0, 2)] and model.group_parts(0) == []
+    per_group = model.per_group(2).reshape(3, 2, 2)
+    np.testing.assert_allclose(per_group.sum(axis=2), counts, atol=1e-3)
+    np.testing.assert_allclose(per_group.sum(axis=1), by_p, atol=1e-3)
+    np.testing.assert_allclose(per_group[0, 1], [27.0, 3.0], atol=1e-3)  # 30 rows, 90% X = 0 as in P = 0
+    np.testing.assert_allclose(model.answer((0, 2)), by_p, atol=1e-3)
+    np.testing.assert_allclose(model.answer((1, 2)), per_group.sum(axis=0), rtol=1e-12)
+    assert list(model.per_group_marginals()) == [2]
+
+
+def test_rounds_measure_a_column_by_the_one_group_column_it_depends_on():
+    """X depends on P and not on Y: a round measures P × X (half the cells of P × Y × X) and the
+    release keeps the dependence in every group; with small groups only P × Y × X is a candidate."""
+    schema = parse_schema({"runs": [{"epsilon": 1, "delta": 1e-9, "max_records": 10_000,
+                                     "max_records_per_individual": 1}],
+                           "schema": {"P": {"dtype": "str", "values": ["a", "b", "c"]},
+                                      "Y": {"dtype": "int", "values": [0, 1]},
+                                      "X": {"dtype": "int", "values": [0, 1, 2, 3]},
+                                      "Z": {"dtype": "int", "values": [0, 1]}}})
+    rng = np.random.default_rng(0)
+    n = 9000  # 1,500 rows a group: columns by some of the group columns are candidates (SUBGROUP_ROWS)
+    p, y, z = rng.integers(0, 3, n), rng.integers(0, 2, n), rng.integers(0, 2, n)
+    x = np.where(rng.random(n) < 0.8, p, rng.integers(0, 4, n))
+    codes = np.column_stack([p, y, x, z]).astype(np.int32)
+    out, ledger = run_method("dpsyn", Encoder.fit(schema), codes, epsilon=2.0, groups=("P", "Y"), seed=1,
+                             regime="adaptive")
+    measured = [c.step.split(": ", 1)[1] for c in ledger.charges
+                if c.step.startswith("adaptive round") and not c.mechanism.startswith("exponential")]
+    assert measured[0] == "2-way marginal P × X"
+    for group in range(3):
+        assert np.mean(out[out[:, 0] == group, 2] == group) > 0.7  # 0.8 + 0.2 / 4 in the private table
+    assert sum(c.rho for c in ledger.charges) == pytest.approx(ledger.budget, rel=1e-9)
+    small, ledger = run_method("dpsyn", Encoder.fit(schema), codes[:3000], epsilon=2.0, groups=("P", "Y"), seed=1,
+                               regime="adaptive")
+    assert not any(f"2-way marginal {g} × " in c.step for g in "PY" for c in ledger.charges)
