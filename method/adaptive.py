@@ -118,9 +118,9 @@ class Model:
     def group_parts(self, j: int) -> list[tuple[int, ...]]:
         """The measured marginals of column j by some of the group columns (S × j, S a non-empty
         subset of the group columns in their order)."""
-        return [c for c in self.consistent if self._by_groups(c) and c[-1] == j]
+        return [c for c in self.consistent if self.by_groups(c) and c[-1] == j]
 
-    def _by_groups(self, cols: tuple[int, ...]) -> bool:
+    def by_groups(self, cols: tuple[int, ...]) -> bool:
         """Whether ``cols`` is some group columns and one other column."""
         return len(cols) > 1 and set(cols[:-1]) <= set(self.group_idx) and cols[-1] not in self.group_idx
 
@@ -142,12 +142,12 @@ class Model:
 
     def per_group_marginals(self) -> dict[int, np.ndarray]:
         """``per_group`` of every column measured by some group columns (groups × values)."""
-        return {j: self.per_group(j) for j in sorted({c[-1] for c in self.consistent if self._by_groups(c)})}
+        return {j: self.per_group(j) for j in sorted({c[-1] for c in self.consistent if self.by_groups(c)})}
 
     def answer(self, cols: tuple[int, ...], by_column: np.ndarray | None = None) -> np.ndarray:
         """The model's answer to the marginal over ``cols`` (scaled to the model's total);
         ``by_column``: the records transposed (columns × records, C order), to count from."""
-        if self._by_groups(cols):
+        if self.by_groups(cols):
             full = self.per_group(cols[-1]).reshape(tuple(self.sizes[c] for c in self.group_idx + cols[-1:]))
             drop = tuple(i for i, g in enumerate(self.group_idx) if g not in cols)
             return full.sum(axis=drop) if drop else full
