@@ -15,10 +15,11 @@ Spends what remains of the run's budget in three steps, every one through the pr
    (Gaussian); the model is then refit (consistency, then GUM warm-started from the last
    round's records: the write-up's moves when the records started from public records,
    else rewriting the measured columns with a short polish, see REWRITE);
-3. annealing: the first round's rho is the budget over ROUNDS_PER_COLUMN × columns
-   rounds; when a measurement moves the model by less than its own expected noise, the
-   next rounds get four times the rho (half the noise sd, AIM's rule); when less than two
-   rounds' rho is left, the last round takes all of it, so the ledger sums to the budget.
+3. annealing: the first round's rho is the budget over ROUNDS_PER_COLUMN × columns rounds
+   (fewer from public records); when a measurement moves the model by less than its own
+   expected noise, the next rounds get four times the rho (half the noise sd, AIM's rule);
+   when less than two rounds' rho is left, the last round takes all of it, so the ledger
+   sums to the budget.
 
 The model (post-processing of released values only) is a set of records over the non-group
 columns (public records when given, else independent draws from the noisy 1-way marginals),
@@ -47,7 +48,11 @@ from method.groups import base_size, smoothed_counts, start_records
 log = logging.getLogger(__name__)
 
 SELECT_SHARE = 0.1      # of each round's rho: the exponential mechanism (AIM's split)
-ROUNDS_PER_COLUMN = 8  # the first round's rho is the budget over this many rounds per column (AIM: 16)
+# The first round's rho is the budget over this many rounds per column (AIM: 16): (from independent draws,
+# from public records).  Records that start from public records are nearer the truth, and fewer, sharper
+# measurements fix them better (bench/RESULTS.md, issue 11: the demo at eps 0.1 / 1, 767.4 / 844.3 with 8,
+# 774.0 / 850.4 with 6); from independent draws 6 loses (adult at eps 0.1, 2-way TVD 0.1081 -> 0.1143).
+ROUNDS_PER_COLUMN = (8, 6)
 NOISE_L1 = math.sqrt(2 / math.pi)  # E|N(0, σ²)| / σ
 # Candidates S × column for S some of the group columns (PUMA × column without YEAR, say) only where groups
 # have this many rows on average (noisy total over the number of groups): every group is then refitted to
@@ -164,7 +169,7 @@ class Model:
 
 def measure_adaptively(private: PrivateTable, public_codes: np.ndarray | None, ctx: RunContext,
                        group_idx: list[int], other_idx: list[int], group_rho: float, max_cells: int,
-                       rounds_per_column: int = ROUNDS_PER_COLUMN, earlier: tuple = ()) -> Model:
+                       earlier: tuple = ()) -> Model:
     """The fitted model after spending exactly what remains of the run's budget (module doc).
 
     ``earlier``: (column indices, noisy values, sigma) already measured (a noisy total), kept in
@@ -185,7 +190,7 @@ def measure_adaptively(private: PrivateTable, public_codes: np.ndarray | None, c
     elif not other_idx:
         m = private.measure(Marginal(()), private.remaining, "number of rows")
         model.add((), m.noisy.reshape(()), m.sigma)
-    rho_round = private.remaining / (rounds_per_column * max(len(other_idx), 1))
+    rho_round = private.remaining / (ROUNDS_PER_COLUMN[int(model.from_public)] * max(len(other_idx), 1))
     for j in other_idx:
         m = private.measure(Marginal((names[j],)), (1 - SELECT_SHARE) * rho_round)
         model.add((j,), m.noisy, m.sigma)
@@ -256,7 +261,8 @@ def _candidates(model: Model, other_idx: list[int], max_cells: int) -> list[tupl
     out += sorted(t for t in triples if math.prod(sizes[j] for j in t) <= max_cells)
     if model.group_idx:
         groups = math.prod(sizes[g] for g in model.group_idx)
-        widths = range(1, len(model.group_idx) + 1) if model.total >= SUBGROUP_ROWS * groups else (len(model.group_idx),)
+        large = model.total >= SUBGROUP_ROWS * groups
+        widths = range(1, len(model.group_idx) + 1) if large else (len(model.group_idx),)
         for by in (by for r in widths for by in itertools.combinations(model.group_idx, r)):
             cells = math.prod(sizes[g] for g in by)
             out += [by + (j,) for j in other_idx if sizes[j] > 1 and cells * sizes[j] <= max_cells]
