@@ -91,7 +91,6 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
             model = measure_adaptively(private, public_codes, ctx, group_idx, other_idx, plan.group_share * rho,
                                        options.max_cells, earlier=tuple(targets))
             by_cols, total, base = model.consistent, model.total, model.records
-            per_group_1way = model.per_group_marginals()
         else:
             if group_idx:
                 label = " × ".join(ctx.group_columns)
@@ -113,7 +112,9 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
         counts = by_cols[tuple(group_idx)].ravel() if group_idx else np.array([total])
         per_group = group_sizes(counts, ctx.max_records, options.group_floor, options.group_round)
         global_targets = _global_targets(by_cols, group_idx, other_idx)
-        if plan.regime != ADAPTIVE:
+        if plan.regime == ADAPTIVE:  # group × column or, where measured, column by some group columns
+            per_group_1way = model.per_group_marginals()
+        else:
             per_group_1way = {c[-1]: v.reshape(-1, sizes[c[-1]]) for c, v in by_cols.items()
                               if group_idx and len(c) == len(group_idx) + 1 and list(c[:-1]) == group_idx}
         if base is None:
