@@ -4,12 +4,15 @@ Spends what remains of the run's budget in three steps, every one through the pr
 
 1. cheap measurements: the group counts (the write-up's two-way share, when there are
    groups; pulled toward the product of their one-way totals, method/groups.py
-   ``smoothed_counts``) and every 1-way marginal, each at the first round's measuring rho;
+   ``smoothed_counts``) and every 1-way marginal, each at the first round's measuring rho
+   (their sum split by cells^(2/3) where columns are split, below);
 2. rounds: the candidates are every 1-way, 2-way and group × column marginal, the 3-way
    marginals that extend a measured pair and, where groups are large (SUBGROUP_ROWS), every
    column by some of the group columns (PUMA × column without YEAR), each at most
-   ``max_cells`` cells.  A
-   round picks one by the exponential mechanism (``PrivateTable.select``, SELECT_SHARE of
+   ``max_cells`` cells.  Without public records, a column of many codes is split into coarse
+   code and offset (method/split_columns.py): pairs over it are candidates read exactly or
+   coarsely (age in 10s × hours in 10s: 100 cells, not 8,415), triples all exactly or all
+   coarsely.  A round picks one by the exponential mechanism (``PrivateTable.select``, SELECT_SHARE of
    the round's rho) on the score ||q(D) − q(model)||₁ − sqrt(2/π)·σ·cells, the model's
    L1 error minus the L1 noise that measuring it would add, and measures it with the rest
    (Gaussian); the model is then refit (consistency, then GUM warm-started from the last
@@ -25,7 +28,9 @@ The model (post-processing of released values only) is a set of records over the
 columns (public records when given, else independent draws from the noisy 1-way marginals),
 plus, per group, the consistent group × column counts or, for a column not measured per
 group, the group's count times the column's overall distribution, fitted to the column's
-marginals by some of the group columns where measured.  The final records are
+marginals by some of the group columns where measured.  Records and marginals are over the
+model's columns (split columns as coarse code and offset) and translated back to the domain's
+for the rest of the release.  The final records are
 drawn per group from the model's records (method/groups.py), as in the write-up.
 """
 from __future__ import annotations
@@ -44,6 +49,8 @@ from lib.privacy.private_table import PrivateTable
 from lib.privacy.queries import Marginal
 from method.base import RunContext
 from method.groups import base_size, smoothed_counts, start_records
+from method.selection import allocate
+from method.split_columns import SplitColumns
 
 log = logging.getLogger(__name__)
 
@@ -79,19 +86,34 @@ REWRITE = ((GumOptions(iterations=5, alpha=0.5, decay=0.85, duplicate_share=0.0)
 @dataclass
 class Model:
     """The released noisy marginals (merged per column set), their consistent versions, and the
-    model records over the non-group columns.  Everything here is post-processing."""
+    model records over the non-group columns.  Everything here is post-processing.
+
+    Columns of many codes are split (``layout``, method/split_columns.py), so that the rounds can
+    measure them coarsely: marginals, records and keys are over the model's columns; ``query``,
+    ``domain_records`` and ``domain_marginals`` translate to and from the domain's."""
 
     names: tuple[str, ...]
     sizes: tuple[int, ...]
     group_idx: tuple[int, ...]
     records: np.ndarray | None = None
     from_public: bool = False                        # the records started from public records
-    noisy: dict = field(default_factory=dict)        # column indices -> (values, sigma)
-    consistent: dict = field(default_factory=dict)   # column indices -> consistent values
+    noisy: dict = field(default_factory=dict)        # model key -> (values, sigma)
+    consistent: dict = field(default_factory=dict)   # model key -> consistent values
     total: float = 1.0
+    layout: SplitColumns | None = None               # default: no column split
+
+    def __post_init__(self):
+        if self.layout is None:
+            self.layout = SplitColumns(tuple(self.sizes), (1,) * len(self.sizes))
+
+    def query(self, key: tuple[int, ...]) -> Marginal:
+        """The private marginal a model key stands for (split columns read coarsely where the key does)."""
+        cols = self.layout.columns(key)
+        widths = self.layout.query_widths(key)
+        return Marginal(tuple(self.names[j] for j in cols), widths if max(widths, default=1) > 1 else ())
 
     def add(self, cols: tuple[int, ...], values: np.ndarray, sigma: float) -> None:
-        """Merge a measurement into any earlier one of the same columns (inverse-variance mean)."""
+        """Merge a measurement (model layout) into any earlier one of the same key (inverse-variance mean)."""
         if cols in self.noisy:
             old, old_sigma = self.noisy[cols]
             w_old, w_new = old_sigma ** -2, sigma ** -2
@@ -103,8 +125,8 @@ class Model:
         """Consistent versions of every noisy marginal and their common total (cheaper within rounds,
         in full when ``final``)."""
         tolerance, sweeps = (TOLERANCE, MAX_FIT_ITERATIONS) if final else (ROUND_TOLERANCE, ROUND_FIT_ITERATIONS)
-        keys = list(self.noisy)
-        consistent = make_consistent([(tuple(self.names[j] for j in cols), *self.noisy[cols]) for cols in keys],
+        keys, labels = list(self.noisy), self.layout.labels(self.names)
+        consistent = make_consistent([(tuple(labels[j] for j in cols), *self.noisy[cols]) for cols in keys],
                                      tolerance=tolerance, fit_iterations=sweeps)
         self.consistent = dict(zip(keys, consistent))
         self.total = float(consistent[0].sum())
@@ -114,7 +136,7 @@ class Model:
         warm-started passes, or when ``final`` the full fit's (FROM_PUBLIC or REWRITE)."""
         self.fit_marginals(final)
         for options in (FROM_PUBLIC if self.from_public else REWRITE)[int(final)]:
-            self.records = gum(self.records, self.sizes, self.global_targets(), rng, options, boxes)
+            self.records = gum(self.records, self.layout.model_sizes, self.global_targets(), rng, options, boxes)
 
     def global_targets(self) -> list[tuple[tuple[int, ...], np.ndarray]]:
         """The consistent marginals without group columns."""
@@ -123,40 +145,49 @@ class Model:
     def group_parts(self, j: int) -> list[tuple[int, ...]]:
         """The measured marginals of column j by some of the group columns (S × j, S a non-empty
         subset of the group columns in their order)."""
-        return [c for c in self.consistent if self.by_groups(c) and c[-1] == j]
+        return [c for c in self.consistent if self.by_groups(c) and self.layout.columns(c)[-1] == j]
 
     def by_groups(self, cols: tuple[int, ...]) -> bool:
-        """Whether ``cols`` is some group columns and one other column."""
-        return len(cols) > 1 and set(cols[:-1]) <= set(self.group_idx) and cols[-1] not in self.group_idx
+        """Whether model key ``cols`` is some group columns and one other column, read exactly."""
+        domain = self.layout.columns(cols)
+        return (len(domain) > 1 and set(domain[:-1]) <= set(self.group_idx) and domain[-1] not in self.group_idx
+                and not self.layout.coarse(cols))
 
-    def per_group(self, j: int) -> np.ndarray:
-        """Groups × values of column j: the consistent group × j counts when measured; else each
-        group's count times j's overall distribution, fitted (iterative proportional fitting) to
-        whatever S × j marginals were measured for subsets S of the group columns (PUMA × j without
-        YEAR, say), keeping the group counts."""
-        cols = self.group_idx + (j,)
+    def per_group_model(self, j: int) -> np.ndarray:
+        """Groups × values of column j in the model's layout (group columns' axes, then j's): the
+        consistent group × j counts when measured; else each group's count times j's overall
+        distribution, fitted (iterative proportional fitting) to whatever S × j marginals were measured
+        for subsets S of the group columns (PUMA × j without YEAR, say), keeping the group counts."""
+        cols = self.layout.key(self.group_idx + (j,))
         if cols in self.consistent:
-            return self.consistent[cols].reshape(-1, self.sizes[j])
+            return self.consistent[cols]
         counts = self.consistent[self.group_idx]
-        start = counts[..., None] * clip_and_normalise(self.consistent[(j,)])
+        one_way = clip_and_normalise(self.consistent[self.layout.key((j,))])
+        start = counts.reshape(counts.shape + (1,) * one_way.ndim) * one_way
         parts = {c: self.consistent[c] for c in self.group_parts(j)}
         if parts:
             start = fit_to_margins(start, cols, {**parts, self.group_idx: counts}, ROUND_TOLERANCE * self.total,
                                    ROUND_FIT_ITERATIONS)
-        return start.reshape(-1, self.sizes[j])
+        return start
+
+    def per_group(self, j: int) -> np.ndarray:
+        """``per_group_model`` as groups × j's codes."""
+        cols = self.layout.key(self.group_idx + (j,))
+        return self.layout.to_query(cols, self.per_group_model(j)).reshape(-1, self.sizes[j])
 
     def per_group_marginals(self) -> dict[int, np.ndarray]:
         """``per_group`` of every column measured by some group columns (groups × values)."""
-        return {j: self.per_group(j) for j in sorted({c[-1] for c in self.consistent if self.by_groups(c)})}
+        return {j: self.per_group(j)
+                for j in sorted({self.layout.columns(c)[-1] for c in self.consistent if self.by_groups(c)})}
 
     def answer(self, cols: tuple[int, ...], by_column: np.ndarray | None = None) -> np.ndarray:
-        """The model's answer to the marginal over ``cols`` (scaled to the model's total);
-        ``by_column``: the records transposed (columns × records, C order), to count from."""
+        """The model's answer to the marginal of model key ``cols`` (model layout, scaled to the
+        model's total); ``by_column``: the records transposed (columns × records, C order), to count from."""
         if self.by_groups(cols):
-            full = self.per_group(cols[-1]).reshape(tuple(self.sizes[c] for c in self.group_idx + cols[-1:]))
+            full = self.per_group_model(self.layout.columns(cols)[-1])
             drop = tuple(i for i, g in enumerate(self.group_idx) if g not in cols)
             return full.sum(axis=drop) if drop else full
-        shape = tuple(self.sizes[c] for c in cols)
+        shape = tuple(self.layout.model_sizes[c] for c in cols)
         codes = self.records[:, list(cols)] if by_column is None else by_column[list(cols)].T
         return count_marginal(codes, shape) * (self.total / max(len(self.records), 1))
 
@@ -164,7 +195,26 @@ class Model:
         """``answer`` for every candidate, counting from one column-major copy of the records
         (gathering a few columns of row-major records is the slow part)."""
         by_column = np.ascontiguousarray(self.records.T)
-        return [self.answer(cols, by_column) for cols in candidates]
+        exact = {key: self.answer(key, by_column) for key in candidates if not self.layout.coarse(key)}
+        out = []
+        for key in candidates:
+            full = self.layout.key(self.layout.columns(key))
+            if key in exact:
+                out.append(exact[key])
+            elif full in exact and not self.by_groups(full):  # a coarse reading: the exact one, offsets summed out
+                out.append(exact[full].sum(axis=tuple(i for i, c in enumerate(full) if c not in key)))
+            else:
+                out.append(self.answer(key, by_column))
+        return out
+
+    def domain_records(self) -> np.ndarray:
+        """The model records over the domain's columns."""
+        return self.layout.decode(self.records)
+
+    def domain_marginals(self) -> dict[tuple[int, ...], np.ndarray]:
+        """Every consistent marginal that reads its columns exactly, over the domain's columns."""
+        return {self.layout.columns(k): self.layout.to_query(k, v) for k, v in self.consistent.items()
+                if not self.layout.coarse(k)}
 
 
 def measure_adaptively(private: PrivateTable, public_codes: np.ndarray | None, ctx: RunContext,
@@ -178,7 +228,13 @@ def measure_adaptively(private: PrivateTable, public_codes: np.ndarray | None, c
     selections and measurements.
     """
     names, sizes = ctx.domain.names, ctx.domain.sizes
-    model = Model(names, sizes, tuple(group_idx), from_public=public_codes is not None)
+    # Columns of many codes are split (method/split_columns.py) only when the records start from independent
+    # draws, and never a column an edit rule reads.  Public records already carry each column's detail and its
+    # relation to the others, and there coarse readings crowd out the exact ones (bench/RESULTS.md, issue 11:
+    # the demo at eps 0.1, 2-way TVD 0.0999 -> 0.1098 with INDP split; adult at eps 1, 0.0422 -> 0.0399).
+    ruled = {c for box in ctx.boxes.boxes for c in box.columns}
+    layout = SplitColumns.choose(sizes, [j for j in other_idx if j not in ruled] if public_codes is None else [])
+    model = Model(names, sizes, tuple(group_idx), from_public=public_codes is not None, layout=layout)
     for cols, values, sigma in earlier:
         model.add(tuple(cols), values, sigma)
     if group_idx:
@@ -191,17 +247,28 @@ def measure_adaptively(private: PrivateTable, public_codes: np.ndarray | None, c
         m = private.measure(Marginal(()), private.remaining, "number of rows")
         model.add((), m.noisy.reshape(()), m.sigma)
     rho_round = private.remaining / (ROUNDS_PER_COLUMN[int(model.from_public)] * max(len(other_idx), 1))
-    for j in other_idx:
-        m = private.measure(Marginal((names[j],)), (1 - SELECT_SHARE) * rho_round)
-        model.add((j,), m.noisy, m.sigma)
+    # where columns are split, rounds mostly read them coarsely, so their exact 1-way marginals are measured
+    # about once: the 1-way budget goes by cells^(2/3) (bench/RESULTS.md, issue 11: adult at eps 0.1, 2-way
+    # TVD 0.1140 with an even split, 0.1031 so)
+    one_way = (1 - SELECT_SHARE) * rho_round * len(other_idx)
+    rhos = allocate([(j,) for j in other_idx], sizes, one_way) if layout.split else \
+        [one_way / len(other_idx)] * len(other_idx)
+    for j, rho_j in zip(other_idx, rhos):
+        m = private.measure(Marginal((names[j],)), rho_j)
+        model.add(layout.key((j,)), layout.from_query(layout.key((j,)), m.noisy), m.sigma)
     model.fit_marginals(final=not other_idx)
     if not other_idx:
         return model
-    model.records = start_records(public_codes, other_idx, model.global_targets(),
-                                  base_size(model.total), sizes, ctx.rng)
-    model.records = gum(model.records, sizes, model.global_targets(), ctx.rng, boxes=ctx.boxes)
+    if layout.split:
+        log.info("adaptive: %s split into coarse codes and offsets, so rounds may measure them coarsely",
+                 ", ".join(f"{names[j]} ({sizes[j]} codes, in {layout.widths[j]}s)" for j in layout.split))
+    model_idx = list(other_idx) + [layout.offset(j) for j in layout.split]
+    public = layout.encode(public_codes) if public_codes is not None else None
+    model.records = start_records(public, model_idx, model.global_targets(), base_size(model.total),
+                                  layout.model_sizes, ctx.rng)
+    model.records = gum(model.records, layout.model_sizes, model.global_targets(), ctx.rng, boxes=ctx.boxes)
     log.info("adaptive: group counts and %d 1-way marginals measured (noise sd %.3g per cell); rounds start at "
-             "rho %.3g each", len(other_idx), model.noisy[(other_idx[0],)][1], rho_round)
+             "rho %.3g each", len(other_idx), model.noisy[layout.key((other_idx[0],))][1], rho_round)
     chosen = _rounds(private, ctx, model, other_idx, max_cells, rho_round)
     log.info("adaptive: %d rounds measured %s", len(chosen), ", ".join(chosen) or "nothing")
     model.refit(ctx.rng, ctx.boxes, final=True)
@@ -219,9 +286,9 @@ def _rounds(private: PrivateTable, ctx: RunContext, model: Model, other_idx: lis
             rho_round = private.remaining
         rho_select = SELECT_SHARE * rho_round
         rho_measure = rho_round - rho_select
-        candidates = _candidates(model, other_idx, max_cells)
-        queries = [Marginal(tuple(names[j] for j in cols)) for cols in candidates]
-        references = model.answers(candidates)
+        candidates = candidate_keys(model, other_idx, max_cells)
+        queries = [model.query(key) for key in candidates]
+        references = [model.layout.to_query(key, a) for key, a in zip(candidates, model.answers(candidates))]
         sigmas = np.array([private.sensitivity(q).l2 for q in queries]) / math.sqrt(2 * rho_measure)
         cells = np.array([r.size for r in references])
         penalties = NOISE_L1 * sigmas * cells
@@ -233,11 +300,11 @@ def _rounds(private: PrivateTable, ctx: RunContext, model: Model, other_idx: lis
                                    f"adaptive round {round_no}: {query.describe()}")
         before = references[pick]
         error = float(np.abs(measured.noisy - before).sum())  # public: noisy answer against the model
-        model.add(cols, measured.noisy, measured.sigma)
+        model.add(cols, model.layout.from_query(cols, measured.noisy), measured.sigma)
         model.refit(ctx.rng, ctx.boxes)
-        moved = float(np.abs(model.answer(cols) - before).sum())
+        moved = float(np.abs(model.layout.to_query(cols, model.answer(cols)) - before).sum())
         expected_noise = NOISE_L1 * measured.sigma * cells[pick]
-        what = " × ".join(query.attrs)
+        what = query.describe().split(" marginal ", 1)[-1]
         chosen.append(what)
         log.debug("adaptive round %d: chose %s (noisy L1 error %.4g vs expected noise %.4g over %d cells), "
                   "rho %.3g (noise sd %.3g); the model moved %.4g", round_no, what, error, expected_noise,
@@ -250,20 +317,33 @@ def _rounds(private: PrivateTable, ctx: RunContext, model: Model, other_idx: lis
     return chosen
 
 
-def _candidates(model: Model, other_idx: list[int], max_cells: int) -> list[tuple[int, ...]]:
-    """Column sets the next round may measure (module doc), each at most ``max_cells`` cells,
-    in a fixed order (group × column last, by one group column before two)."""
-    sizes = model.sizes
-    out = [(j,) for j in other_idx if sizes[j] > 1]
-    out += [p for p in itertools.combinations(other_idx, 2) if sizes[p[0]] * sizes[p[1]] <= max_cells]
-    pairs = [c for c in model.noisy if len(c) == 2 and not set(c) & set(model.group_idx)]
+def candidate_keys(model: Model, other_idx: list[int], max_cells: int) -> list[tuple[int, ...]]:
+    """Model keys the next round may measure (module doc), each at most ``max_cells`` cells, in a
+    fixed order (group × column last, by one group column before two).  A pair or triple with split
+    columns is a candidate in every reading of them: exactly or by coarse code (a pair), or all
+    exactly or all coarsely (a triple)."""
+    sizes, layout = model.sizes, model.layout
+
+    def fits(key):
+        return math.prod(layout.query_shape(key)) <= max_cells
+
+    def readings(cols, every=True):
+        split = [j for j in cols if layout.widths[j] > 1]
+        coarse = [c for r in range(len(split) + 1) for c in itertools.combinations(split, r)] if every else \
+            [(), tuple(split)]
+        return dict.fromkeys(layout.key(cols, c) for c in coarse)
+
+    out = [layout.key((j,)) for j in other_idx if sizes[j] > 1]
+    out += [k for p in itertools.combinations(other_idx, 2) for k in readings(p) if fits(k)]
+    pairs = {layout.columns(c) for c in model.noisy}
+    pairs = [c for c in pairs if len(c) == 2 and not set(c) & set(model.group_idx)]
     triples = {tuple(sorted(p + (k,))) for p in pairs for k in other_idx if k not in p}
-    out += sorted(t for t in triples if math.prod(sizes[j] for j in t) <= max_cells)
+    out += [k for t in sorted(triples) for k in readings(t, every=False) if fits(k)]
     if model.group_idx:
         groups = math.prod(sizes[g] for g in model.group_idx)
         large = model.total >= SUBGROUP_ROWS * groups
         widths = range(1, len(model.group_idx) + 1) if large else (len(model.group_idx),)
         for by in (by for r in widths for by in itertools.combinations(model.group_idx, r)):
             cells = math.prod(sizes[g] for g in by)
-            out += [by + (j,) for j in other_idx if sizes[j] > 1 and cells * sizes[j] <= max_cells]
+            out += [layout.key(by + (j,)) for j in other_idx if sizes[j] > 1 and cells * sizes[j] <= max_cells]
     return out

@@ -90,7 +90,7 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
         if plan.regime == ADAPTIVE:
             model = measure_adaptively(private, public_codes, ctx, group_idx, other_idx, plan.group_share * rho,
                                        options.max_cells, earlier=tuple(targets))
-            by_cols, total, base = model.consistent, model.total, model.records
+            by_cols, total, base = model.domain_marginals(), model.total, model.domain_records()
         else:
             if group_idx:
                 label = " × ".join(ctx.group_columns)

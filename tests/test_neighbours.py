@@ -23,6 +23,8 @@ QUERIES = [
     Marginal(("A", "B")),
     Marginal(("G", "A", "B")),
     Marginal(("X", "Y")),
+    Marginal(("X", "Y"), (2, 3)),
+    Marginal(("A", "B"), (1, 2)),  # B coarsened: under distinct B (below) its cells no longer separate rows
     Thresholds(("X",), ((1.0,),), (0.1, 0.5, 0.9)),
     Thresholds(("X", "Y"), ((1.0, 0.5), (-1.0, 2.0), (0.3, -0.7)), (-0.5, 0.0, 0.25, 0.5, 1.0), by=("G",)),
     LinearSums(("X",), ((1.0,),)),
@@ -103,8 +105,8 @@ def test_the_bounds_are_reached_where_they_are_exact(theta):
     d, d2 = neighbours(theta, True, 0)
     small, large = table(d, theta), table(d2, theta)
     for query, bound in ((Marginal(("A", "B")), theta), (Thresholds(("X",), ((1.0,),), (0.1, 0.5, 0.9)),
-                                                          theta * np.sqrt(3)), (QUERIES[10], theta),
-                          (QUERIES[12], theta)):
+                                                          theta * np.sqrt(3)), (QUERIES[12], theta),
+                          (QUERIES[14], theta)):
         change = exact(large, query) - exact(small, query)
         assert np.sqrt((change ** 2).sum()) == pytest.approx(bound)
 
@@ -112,7 +114,7 @@ def test_the_bounds_are_reached_where_they_are_exact(theta):
 @pytest.mark.parametrize("theta", THETAS)
 @pytest.mark.parametrize("clustered", [True, False], ids=["clustered", "spread"])
 def test_selection_scores_move_by_at_most_the_recorded_sensitivity(theta, clustered):
-    candidates = [Marginal(("A",)), Marginal(("A", "B")), QUERIES[6], QUERIES[5], QUERIES[-1]]
+    candidates = [Marginal(("A",)), Marginal(("A", "B")), QUERIES[8], QUERIES[7], QUERIES[-1]]
     weights, penalties = [1.0, 2.0, 0.5, 3.0, 1.5], [0.0, 3.0, 1.0, 2.5, 0.5]
     for seed in range(3):
         d, d2 = neighbours(theta, clustered, seed)
@@ -189,6 +191,7 @@ def test_distinct_columns_lower_the_l2_bound_of_queries_over_them(theta):
             assert query.sensitivity(theta, ("B",)).l2 < query.sensitivity(theta).l2 or theta == 1
     change = exact(large, Marginal(("A", "B"))) - exact(small, Marginal(("A", "B")))
     assert np.sqrt((change ** 2).sum()) == pytest.approx(np.sqrt(min(theta, 4)))  # reached while B has room
+    assert Marginal(("A", "B"), (1, 2)).sensitivity(theta, ("B",)).l2 == theta  # B in 2s: rows may share a cell
 
 
 def test_bounding_keeps_one_row_per_individual_and_distinct_value():

@@ -96,27 +96,45 @@ def _check_columns(domain: Domain, attrs: tuple[str, ...], numeric: bool | None,
 
 @dataclass(frozen=True)
 class Marginal:
-    """Counts of rows per cell of the encoded columns ``attrs`` (``()``: the number of rows)."""
+    """Counts of rows per cell of the encoded columns ``attrs`` (``()``: the number of rows).
+
+    ``widths`` (one per column, or empty for all 1) coarsens a column: its code integer-divided by
+    the width, so a column of 85 codes read in widths of 10 has 9 coarse cells (the last one short).
+    A public, per-row transformation: each row is still in exactly one cell."""
 
     attrs: tuple[str, ...]
+    widths: tuple[int, ...] = ()
     integer = True
 
     def validate(self, domain: Domain) -> None:
         _check_columns(domain, self.attrs, None, f"marginal {self.attrs}")
+        if self.widths and (len(self.widths) != len(self.attrs) or min(self.widths) < 1):
+            raise ValueError(f"marginal {self.attrs}: one width of at least 1 per column")
+
+    def coarse(self) -> tuple[int, ...]:
+        """Each column's width (1: the codes themselves)."""
+        return self.widths or (1,) * len(self.attrs)
 
     def shape(self, domain: Domain) -> tuple[int, ...]:
-        return domain.shape(self.attrs)
+        return tuple(-(-size // w) for size, w in zip(domain.shape(self.attrs), self.coarse()))
 
     def answer(self, records: Records) -> np.ndarray:
-        return count_marginal(records.codes[:, records.domain.indices(self.attrs)],
-                              records.domain.shape(self.attrs))
+        codes = records.codes[:, records.domain.indices(self.attrs)]
+        if any(w > 1 for w in self.coarse()):
+            codes = codes // np.asarray(self.coarse(), dtype=codes.dtype)
+        return count_marginal(codes, self.shape(records.domain))
 
     def sensitivity(self, theta: int, distinct: tuple[str, ...] = ()) -> Sensitivity:
+        # a coarsened column no longer tells an individual's rows apart, so only exact columns separate them
+        exact = tuple(a for a, w in zip(self.attrs, self.coarse()) if w == 1)
         return per_row(self.describe(), 1, 1, "each row is in exactly one cell, changing one count by 1", theta,
-                       self.attrs, distinct)
+                       exact, distinct)
 
     def describe(self) -> str:
-        return f"{len(self.attrs)}-way marginal " + " × ".join(self.attrs) if self.attrs else "number of rows"
+        if not self.attrs:
+            return "number of rows"
+        parts = [a if w == 1 else f"{a} (codes in {w}s)" for a, w in zip(self.attrs, self.coarse())]
+        return f"{len(self.attrs)}-way marginal " + " × ".join(parts)
 
 
 @dataclass(frozen=True)

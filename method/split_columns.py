@@ -1,0 +1,126 @@
+"""Large columns split into a coarse code and an offset, so that a model can measure them coarsely.
+
+A column of many codes (age in 85 years, hours in 99) makes every marginal over it large, and at
+small ε such a marginal is mostly noise.  Split into ``code // width`` (its coarse code, kept at
+the column's own index) and ``code % width`` (its offset, a model column appended after the
+domain's columns), the column can be measured coarsely (the private table's ``Marginal`` with
+``widths``: the coarse code only) or exactly (coarse code and offset together), and records over
+the model columns carry both.  A model key is a tuple of model columns: a split column's coarse
+code, then, after every domain column, the offsets of those measured exactly.
+
+Everything here is bookkeeping on public shapes and synthetic records: it costs no privacy.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+SPLIT_ABOVE = 32  # columns with more codes than this are split, in widths of about the square root
+
+
+@dataclass(frozen=True)
+class SplitColumns:
+    """``sizes``: the domain's code counts; ``widths[j]``: column j's width (1: not split)."""
+
+    sizes: tuple[int, ...]
+    widths: tuple[int, ...]
+
+    @classmethod
+    def choose(cls, sizes: tuple[int, ...], candidates) -> SplitColumns:
+        """Split every column of ``candidates`` with more than SPLIT_ABOVE codes, in widths of
+        ceil(sqrt(codes)) (about as many coarse codes as offsets)."""
+        chosen = {j for j in candidates if sizes[j] > SPLIT_ABOVE}
+        return cls(tuple(sizes), tuple(math.isqrt(s - 1) + 1 if j in chosen else 1 for j, s in enumerate(sizes)))
+
+    @cached_property
+    def split(self) -> tuple[int, ...]:
+        """The split domain columns, in order (their offsets follow the domain's columns in this order)."""
+        return tuple(j for j, w in enumerate(self.widths) if w > 1)
+
+    def offset(self, j: int) -> int:
+        """The model column of split column j's offset."""
+        return len(self.sizes) + self.split.index(j)
+
+    @cached_property
+    def model_sizes(self) -> tuple[int, ...]:
+        """Codes per model column: the domain's, with a split column's coarse codes, then the offsets."""
+        coarse = tuple(-(-s // w) for s, w in zip(self.sizes, self.widths))
+        return coarse + tuple(self.widths[j] for j in self.split)
+
+    def labels(self, names: tuple[str, ...]) -> tuple[str, ...]:
+        """A name per model column (the split column's name stands for its coarse code)."""
+        return tuple(names) + tuple(f"{names[j]} (offset within {self.widths[j]}s)" for j in self.split)
+
+    def key(self, cols, coarse=()) -> tuple[int, ...]:
+        """The model key of domain columns ``cols`` (in that order), the split ones among ``coarse``
+        by their coarse code only, the others exactly."""
+        return tuple(cols) + tuple(self.offset(j) for j in sorted(cols) if self.widths[j] > 1 and j not in coarse)
+
+    def columns(self, key: tuple[int, ...]) -> tuple[int, ...]:
+        """The domain columns of a model key, in its order."""
+        return tuple(c for c in key if c < len(self.sizes))
+
+    def coarse(self, key: tuple[int, ...]) -> tuple[int, ...]:
+        """The split columns a model key reads by their coarse code only."""
+        return tuple(j for j in self.columns(key) if self.widths[j] > 1 and self.offset(j) not in key)
+
+    def query_widths(self, key: tuple[int, ...]) -> tuple[int, ...]:
+        """The private ``Marginal``'s widths for ``key``: a column's width where it is read coarsely, else 1."""
+        coarse = set(self.coarse(key))
+        return tuple(self.widths[j] if j in coarse else 1 for j in self.columns(key))
+
+    def query_shape(self, key: tuple[int, ...]) -> tuple[int, ...]:
+        return tuple(-(-self.sizes[j] // w) for j, w in zip(self.columns(key), self.query_widths(key)))
+
+    def from_query(self, key: tuple[int, ...], values: np.ndarray) -> np.ndarray:
+        """A marginal in the private query's layout (``query_shape``) in the model key's layout: an
+        exact split column's axis padded with zeros (codes past the last one) and cut into coarse
+        code × offset, the offsets' axes moved to the end."""
+        values = np.asarray(values, dtype=np.float64).reshape(self.query_shape(key))
+        shape, order = [], []
+        for axis, j in enumerate(self.columns(key)):
+            if self.widths[j] > 1 and self.offset(j) in key:
+                full = self.model_sizes[j] * self.widths[j]
+                pad = [(0, 0)] * values.ndim
+                pad[axis] = (0, full - self.sizes[j])
+                values = np.pad(values, pad)
+                shape += [self.model_sizes[j], self.widths[j]]
+                order += [j, self.offset(j)]
+            else:
+                shape.append(values.shape[axis])
+                order.append(j)
+        return values.reshape(shape).transpose([order.index(c) for c in key])
+
+    def to_query(self, key: tuple[int, ...], values: np.ndarray) -> np.ndarray:
+        """The inverse of ``from_query``: a marginal in the model key's layout in the private query's
+        (for an exact key, the domain's own), dropping the padded codes."""
+        order, shape, cut = [], [], []
+        for j in self.columns(key):
+            exact = self.widths[j] > 1 and self.offset(j) in key
+            order += [j, self.offset(j)] if exact else [j]
+            shape.append(self.model_sizes[j] * self.widths[j] if exact else self.model_sizes[j])
+            cut.append(slice(0, self.sizes[j]) if exact else slice(None))
+        values = np.asarray(values).transpose([key.index(c) for c in order])
+        return values.reshape(shape)[tuple(cut)]
+
+    def encode(self, codes: np.ndarray) -> np.ndarray:
+        """Records over the domain's columns as records over the model's (negative codes as 0)."""
+        codes = np.maximum(np.asarray(codes, dtype=np.int32), 0)
+        out = codes.copy()
+        for j in self.split:
+            out[:, j] = codes[:, j] // self.widths[j]
+        return np.column_stack([out] + [codes[:, j] % self.widths[j] for j in self.split]).astype(np.int32)
+
+    def decode(self, records: np.ndarray) -> np.ndarray:
+        """Records over the model's columns as records over the domain's.  A coarse code and offset
+        past the column's last code (possible only in its last, short, coarse cell) wrap around
+        within that cell."""
+        out = np.array(records[:, :len(self.sizes)], dtype=np.int32)
+        for j in self.split:
+            w, start = self.widths[j], records[:, j].astype(np.int64) * self.widths[j]
+            room = np.minimum(self.sizes[j] - start, w)
+            out[:, j] = start + records[:, self.offset(j)] % room
+        return out
