@@ -267,8 +267,9 @@ def measure_adaptively(private: PrivateTable, public_codes: np.ndarray | None, c
     model.records = start_records(public, model_idx, model.global_targets(), base_size(model.total),
                                   layout.model_sizes, ctx.rng)
     model.records = gum(model.records, layout.model_sizes, model.global_targets(), ctx.rng, boxes=ctx.boxes)
-    log.info("adaptive: group counts and %d 1-way marginals measured (noise sd %.3g per cell); rounds start at "
-             "rho %.3g each", len(other_idx), model.noisy[layout.key((other_idx[0],))][1], rho_round)
+    sigmas = [model.noisy[layout.key((j,))][1] for j in other_idx]
+    log.info("adaptive: %s%d 1-way marginals measured (noise sd %.3g to %.3g per cell); rounds start at rho %.3g "
+             "each", "group counts and " if group_idx else "", len(other_idx), min(sigmas), max(sigmas), rho_round)
     chosen = _rounds(private, ctx, model, other_idx, max_cells, rho_round)
     log.info("adaptive: %d rounds measured %s", len(chosen), ", ".join(chosen) or "nothing")
     model.refit(ctx.rng, ctx.boxes, final=True)
