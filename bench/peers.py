@@ -14,6 +14,10 @@ They are re-implemented here on mbi's API after those scripts, with their defaul
   junction tree would exceed max_model_size · (rho used / rho) MB are skipped.  Time
   cap: when ``time_cap`` seconds have passed, the next round spends the whole remaining
   budget (AIM's own last-round rule), so the guarantee is kept.  AIM prints its rounds on stderr.
+  After each round's estimation JAX's caches are cleared: mbi compiles new programs every round,
+  and their code, kept, grew the process's memory maps by about 100 a second on the demo until
+  LLVM could map no more (``vm.max_map_count`` 65,530: "Cannot allocate memory" after about
+  6 minutes); cleared, they stay near 2,000-3,400, at the cost of recompiling (bench/RESULTS.md).
 
 The models' marginals on candidate cliques (AIM's candidates, MST's pairs under the independent
 model) are computed in numpy (``_project``: mbi's ``model.project`` numbers to 1e-10), since mbi
@@ -172,6 +176,7 @@ def aim(codes: np.ndarray, sizes, names, epsilon: float, delta: float, rng: np.r
         time_cap: float = 300.0) -> np.ndarray:
     """AIM synthetic codes for the all-2-way workload, (epsilon, delta)-DP for one row per individual."""
     mbi = _mbi()
+    import jax
     names, sizes = list(names), [int(s) for s in sizes]
     start = time.perf_counter()
     rho = rho_from_eps_delta(epsilon, delta)
@@ -205,6 +210,7 @@ def aim(codes: np.ndarray, sizes, names, epsilon: float, delta: float, rng: np.r
         measurements += _measure(mbi, data, [cl], sigma, rng)
         before = _project(model, cl)
         model = engine.estimate(domain, measurements, iters=AIM_ITERS, warm_start=model)
+        jax.clear_caches()  # each round compiles new programs; kept, their code maps pile up (below)
         after = _project(model, cl)
         if np.abs(after - before).sum() <= sigma * math.sqrt(2 / math.pi) * n:
             sigma, eps = sigma / 2, eps * 2
