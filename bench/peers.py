@@ -17,7 +17,8 @@ They are re-implemented here on mbi's API after those scripts, with their defaul
   After each round's estimation JAX's caches are cleared: mbi compiles new programs every round,
   and their code, kept, grew the process's memory maps by about 100 a second on the demo until
   LLVM could map no more (``vm.max_map_count`` 65,530: "Cannot allocate memory" after about
-  6 minutes); cleared, they stay near 2,000-3,400, at the cost of recompiling (bench/RESULTS.md).
+  6 minutes); cleared, they stayed between 1,500 and 4,142 in a 400 s run, at the cost of recompiling
+  (bench/RESULTS.md).
 
 The models' marginals on candidate cliques (AIM's candidates, MST's pairs under the independent
 model) are computed in numpy (``_project``: mbi's ``model.project`` numbers to 1e-10), since mbi

@@ -201,7 +201,7 @@ class Model:
             full = self.layout.key(self.layout.columns(key))
             if key in exact:
                 out.append(exact[key])
-            elif full in exact and not self.by_groups(full):  # a coarse reading: the exact one, offsets summed out
+            elif full in exact:  # a coarse reading: the exact one, offsets summed out
                 out.append(exact[full].sum(axis=tuple(i for i, c in enumerate(full) if c not in key)))
             else:
                 out.append(self.answer(key, by_column))
@@ -305,7 +305,7 @@ def _rounds(private: PrivateTable, ctx: RunContext, model: Model, other_idx: lis
         model.refit(ctx.rng, ctx.boxes)
         moved = float(np.abs(model.layout.to_query(cols, model.answer(cols)) - before).sum())
         expected_noise = NOISE_L1 * measured.sigma * cells[pick]
-        what = query.describe().split(" marginal ", 1)[-1]
+        what = query.columns_text()
         chosen.append(what)
         log.debug("adaptive round %d: chose %s (noisy L1 error %.4g vs expected noise %.4g over %d cells), "
                   "rho %.3g (noise sd %.3g); the model moved %.4g", round_no, what, error, expected_noise,

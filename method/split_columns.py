@@ -63,9 +63,13 @@ class SplitColumns:
         """The domain columns of a model key, in its order."""
         return tuple(c for c in key if c < len(self.sizes))
 
+    def exact_split(self, key: tuple[int, ...], j: int) -> bool:
+        """Whether column j is split and ``key`` reads it exactly (coarse code and offset)."""
+        return self.widths[j] > 1 and self.offset(j) in key
+
     def coarse(self, key: tuple[int, ...]) -> tuple[int, ...]:
         """The split columns a model key reads by their coarse code only."""
-        return tuple(j for j in self.columns(key) if self.widths[j] > 1 and self.offset(j) not in key)
+        return tuple(j for j in self.columns(key) if self.widths[j] > 1 and not self.exact_split(key, j))
 
     def query_widths(self, key: tuple[int, ...]) -> tuple[int, ...]:
         """The private ``Marginal``'s widths for ``key``: a column's width where it is read coarsely, else 1."""
@@ -82,7 +86,7 @@ class SplitColumns:
         values = np.asarray(values, dtype=np.float64).reshape(self.query_shape(key))
         shape, order = [], []
         for axis, j in enumerate(self.columns(key)):
-            if self.widths[j] > 1 and self.offset(j) in key:
+            if self.exact_split(key, j):
                 full = self.model_sizes[j] * self.widths[j]
                 pad = [(0, 0)] * values.ndim
                 pad[axis] = (0, full - self.sizes[j])
@@ -99,7 +103,7 @@ class SplitColumns:
         (for an exact key, the domain's own), dropping the padded codes."""
         order, shape, cut = [], [], []
         for j in self.columns(key):
-            exact = self.widths[j] > 1 and self.offset(j) in key
+            exact = self.exact_split(key, j)
             order += [j, self.offset(j)] if exact else [j]
             shape.append(self.model_sizes[j] * self.widths[j] if exact else self.model_sizes[j])
             cut.append(slice(0, self.sizes[j]) if exact else slice(None))

@@ -111,30 +111,31 @@ class Marginal:
         if self.widths and (len(self.widths) != len(self.attrs) or min(self.widths) < 1):
             raise ValueError(f"marginal {self.attrs}: one width of at least 1 per column")
 
-    def coarse(self) -> tuple[int, ...]:
+    def column_widths(self) -> tuple[int, ...]:
         """Each column's width (1: the codes themselves)."""
         return self.widths or (1,) * len(self.attrs)
 
     def shape(self, domain: Domain) -> tuple[int, ...]:
-        return tuple(-(-size // w) for size, w in zip(domain.shape(self.attrs), self.coarse()))
+        return tuple(-(-size // w) for size, w in zip(domain.shape(self.attrs), self.column_widths()))
 
     def answer(self, records: Records) -> np.ndarray:
         codes = records.codes[:, records.domain.indices(self.attrs)]
-        if any(w > 1 for w in self.coarse()):
-            codes = codes // np.asarray(self.coarse(), dtype=codes.dtype)
+        if any(w > 1 for w in self.column_widths()):
+            codes = codes // np.asarray(self.column_widths(), dtype=codes.dtype)
         return count_marginal(codes, self.shape(records.domain))
 
     def sensitivity(self, theta: int, distinct: tuple[str, ...] = ()) -> Sensitivity:
         # a coarsened column no longer tells an individual's rows apart, so only exact columns separate them
-        exact = tuple(a for a, w in zip(self.attrs, self.coarse()) if w == 1)
+        exact = tuple(a for a, w in zip(self.attrs, self.column_widths()) if w == 1)
         return per_row(self.describe(), 1, 1, "each row is in exactly one cell, changing one count by 1", theta,
                        exact, distinct)
 
+    def columns_text(self) -> str:
+        """The columns in words, a coarsened one with its width ("age (codes in 10s) × sex")."""
+        return " × ".join(a if w == 1 else f"{a} (codes in {w}s)" for a, w in zip(self.attrs, self.column_widths()))
+
     def describe(self) -> str:
-        if not self.attrs:
-            return "number of rows"
-        parts = [a if w == 1 else f"{a} (codes in {w}s)" for a, w in zip(self.attrs, self.coarse())]
-        return f"{len(self.attrs)}-way marginal " + " × ".join(parts)
+        return f"{len(self.attrs)}-way marginal {self.columns_text()}" if self.attrs else "number of rows"
 
 
 @dataclass(frozen=True)
