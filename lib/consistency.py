@@ -15,6 +15,7 @@ exact.  Post-processing: no privacy cost.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 
 import numpy as np
@@ -40,13 +41,14 @@ def make_consistent(marginals: list[tuple[tuple[str, ...], np.ndarray, float]],
     values = [np.array(v, dtype=np.float64) for _, v, _ in marginals]
     sigmas = [max(float(s), 1e-12) for _, _, s in marginals]
     subsets = _shared_subsets(attrs)
+    members = {s: [i for i, a in enumerate(attrs) if set(s) <= set(a)] for s in subsets}
     total = common_total(values, sigmas)
     for _ in range(rounds):
         values = [v + (total - v.sum()) / v.size for v in values]
         for subset in subsets:
-            _agree_on(subset, attrs, values, sigmas)
+            _agree_on(subset, members[subset], attrs, values, sigmas)
         values = [_project_to_simplex(v, total) for v in values]
-    consensus = {s: _project_to_simplex(_consensus(s, attrs, values, sigmas), total) for s in subsets}
+    consensus = {s: _project_to_simplex(_consensus(s, members[s], attrs, values, sigmas), total) for s in subsets}
     return [fit_to_margins(v, a, {s: t for s, t in consensus.items() if set(s) <= set(a)}, tolerance * total,
                            fit_iterations) for v, a in zip(values, attrs)]
 
@@ -67,6 +69,7 @@ def common_total(values, sigmas) -> float:
     return max(float(weights @ totals / weights.sum()), 1.0)
 
 
+@functools.lru_cache(maxsize=65536)
 def _layout(attrs: tuple, subset: tuple, ndim: int):
     """Axes to sum out to project onto ``subset``, the transpose putting the result in subset
     order, and the shape that broadcasts a subset-ordered array back over ``attrs``."""
@@ -83,14 +86,14 @@ def _projection(values: np.ndarray, attrs: tuple[str, ...], subset: tuple[str, .
     return np.transpose(summed, perm)
 
 
-def _consensus(subset, attrs, values, sigmas) -> np.ndarray:
-    """Inverse-variance weighted mean of the members' projections onto ``subset``."""
+def _consensus(subset, members, attrs, values, sigmas) -> np.ndarray:
+    """Inverse-variance weighted mean of the projections onto ``subset`` of the marginals ``members``
+    (the indices of those over a superset of it)."""
     num, den = 0.0, 0.0
-    for a, v, s in zip(attrs, values, sigmas):
-        if set(subset) <= set(a):
-            p = _projection(v, a, subset)
-            w = p.size / (s * s * v.size)
-            num, den = num + w * p, den + w
+    for i in members:
+        p = _projection(values[i], attrs[i], subset)
+        w = p.size / (sigmas[i] * sigmas[i] * values[i].size)
+        num, den = num + w * p, den + w
     return num / den
 
 
@@ -103,14 +106,13 @@ def _broadcast(diff: np.ndarray, attrs: tuple[str, ...], subset: tuple[str, ...]
     return np.transpose(diff, order).reshape(shape)
 
 
-def _agree_on(subset, attrs, values, sigmas) -> None:
-    if sum(set(subset) <= set(a) for a in attrs) < 2:
+def _agree_on(subset, members, attrs, values, sigmas) -> None:
+    if len(members) < 2:
         return
-    target = _consensus(subset, attrs, values, sigmas)
-    for i, a in enumerate(attrs):
-        if set(subset) <= set(a):
-            p = _projection(values[i], a, subset)
-            values[i] += _broadcast((target - p) * (p.size / values[i].size), a, subset, values[i].ndim)
+    target = _consensus(subset, members, attrs, values, sigmas)
+    for i in members:
+        p = _projection(values[i], attrs[i], subset)
+        values[i] += _broadcast((target - p) * (p.size / values[i].size), attrs[i], subset, values[i].ndim)
 
 
 def fit_to_margins(v: np.ndarray, attrs: tuple, targets: dict, tolerance: float,

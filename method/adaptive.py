@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from lib.consistency import MAX_FIT_ITERATIONS, TOLERANCE, fit_to_margins, make_consistent
+from lib.exchange import exchange_within
 from lib.gum import GumOptions, gum
 from lib.marginals import clip_and_normalise, count_marginal
 from lib.privacy.private_table import PrivateTable
@@ -60,6 +61,10 @@ SELECT_SHARE = 0.1      # of each round's rho: the exponential mechanism (AIM's 
 # measurements fix them better (bench/RESULTS.md, issue 11: the demo at eps 0.1 / 1, 767.4 / 844.3 with 8,
 # 774.0 / 850.4 with 6); from independent draws 6 loses (adult at eps 0.1, 2-way TVD 0.1081 -> 0.1143).
 ROUNDS_PER_COLUMN = (8, 6)
+# ... and where the planner found every pair cheap to measure (``few_rounds``): each measurement is then
+# precise, and fewer rounds fit as well in a quarter of the time (bench/RESULTS.md, issue 11: adult at eps 10,
+# 2-way / 3-way TVD 0.0219 / 0.0659 with 8 rounds a column, 0.0220 / 0.0661 with 4).
+FEW_ROUNDS_PER_COLUMN = 4
 NOISE_L1 = math.sqrt(2 / math.pi)  # E|N(0, σ²)| / σ
 # Candidates S × column for S some of the group columns (PUMA × column without YEAR, say) only where groups
 # have this many rows on average (noisy total over the number of groups): every group is then refitted to
@@ -182,7 +187,11 @@ class Model:
 
     def answer(self, cols: tuple[int, ...], by_column: np.ndarray | None = None) -> np.ndarray:
         """The model's answer to the marginal of model key ``cols`` (model layout, scaled to the
-        model's total); ``by_column``: the records transposed (columns × records, C order), to count from."""
+        model's total): counted from the records, or where measured and the records started from
+        independent draws, its consistent estimate (``estimates``); ``by_column``: the records transposed
+        (columns × records, C order), to count from."""
+        if self.estimates(cols):
+            return self.consistent[cols]
         if self.by_groups(cols):
             full = self.per_group_model(self.layout.columns(cols)[-1])
             drop = tuple(i for i, g in enumerate(self.group_idx) if g not in cols)
@@ -190,6 +199,14 @@ class Model:
         shape = tuple(self.layout.model_sizes[c] for c in cols)
         codes = self.records[:, list(cols)] if by_column is None else by_column[list(cols)].T
         return count_marginal(codes, shape) * (self.total / max(len(self.records), 1))
+
+    def estimates(self, cols: tuple[int, ...]) -> bool:
+        """Whether the model answers model key ``cols`` by its consistent estimate rather than its records.
+        From independent draws, a measured marginal that the records fit poorly is otherwise chosen again
+        and again for a misfit that a new measurement does not mend (adult at eps 10: marital-status ×
+        relationship × sex in 50 of 99 rounds); from public records, answering by the records does better
+        (bench/RESULTS.md, issue 11: the demo at eps 1, Sprint-2 score 850.0 against 846.4)."""
+        return cols in self.consistent and not self.from_public
 
     def answers(self, candidates: list[tuple[int, ...]]) -> list[np.ndarray]:
         """``answer`` for every candidate, counting from one column-major copy of the records
@@ -201,11 +218,27 @@ class Model:
             full = self.layout.key(self.layout.columns(key))
             if key in exact:
                 out.append(exact[key])
+            elif self.estimates(key):
+                out.append(self.consistent[key])
             elif full in exact:  # a coarse reading: the exact one, offsets summed out
                 out.append(exact[full].sum(axis=tuple(i for i, c in enumerate(full) if c not in key)))
             else:
                 out.append(self.answer(key, by_column))
         return out
+
+    def exchange_unmeasured(self, columns: list[int], rng: np.random.Generator, boxes) -> None:
+        """Each of ``columns`` (model columns) exchanged among the records that agree on every column
+        measured with it (lib/exchange.py) and on every column an edit rule reads with it.  Every measured
+        marginal keeps the records' counts and no record enters a box (each block's other box columns are
+        equal, and each value was allowed with them); what goes is the association with unmeasured columns
+        that GUM's duplicates copy in.  Post-processing."""
+        changed = 0
+        for j in columns:
+            by = {c for key in self.noisy if j in key for c in key}
+            by |= {c for box in boxes.boxes if j in box.columns for c in box.columns}
+            changed += exchange_within(self.records, j, sorted(by - {j} - set(self.group_idx)), rng)
+        log.info("adaptive: each column exchanged among records that agree on the columns measured with it "
+                 "(%d values of %d records moved)", changed, len(self.records))
 
     def domain_records(self) -> np.ndarray:
         """The model records over the domain's columns."""
@@ -219,11 +252,12 @@ class Model:
 
 def measure_adaptively(private: PrivateTable, public_codes: np.ndarray | None, ctx: RunContext,
                        group_idx: list[int], other_idx: list[int], group_rho: float, max_cells: int,
-                       earlier: tuple = ()) -> Model:
+                       earlier: tuple = (), few_rounds: bool = False) -> Model:
     """The fitted model after spending exactly what remains of the run's budget (module doc).
 
     ``earlier``: (column indices, noisy values, sigma) already measured (a noisy total), kept in
-    the model.  Privacy cost: ``private.remaining`` at the call, all of it: ``group_rho`` on
+    the model.  ``few_rounds``: FEW_ROUNDS_PER_COLUMN rounds a column, not ROUNDS_PER_COLUMN.
+    Privacy cost: ``private.remaining`` at the call, all of it: ``group_rho`` on
     the group counts (when there are groups), the rest on 1-way marginals and the rounds'
     selections and measurements.
     """
@@ -246,7 +280,8 @@ def measure_adaptively(private: PrivateTable, public_codes: np.ndarray | None, c
     elif not other_idx:
         m = private.measure(Marginal(()), private.remaining, "number of rows")
         model.add((), m.noisy.reshape(()), m.sigma)
-    rho_round = private.remaining / (ROUNDS_PER_COLUMN[int(model.from_public)] * max(len(other_idx), 1))
+    per_column = FEW_ROUNDS_PER_COLUMN if few_rounds else ROUNDS_PER_COLUMN[int(model.from_public)]
+    rho_round = private.remaining / (per_column * max(len(other_idx), 1))
     # where columns are split, rounds mostly read them coarsely, so their exact 1-way marginals are measured
     # about once: the 1-way budget goes by cells^(2/3) (bench/RESULTS.md, issue 11: adult at eps 0.1, 2-way
     # TVD 0.1140 with an even split, 0.1031 so)
@@ -273,6 +308,8 @@ def measure_adaptively(private: PrivateTable, public_codes: np.ndarray | None, c
     chosen = _rounds(private, ctx, model, other_idx, max_cells, rho_round)
     log.info("adaptive: %d rounds measured %s", len(chosen), ", ".join(chosen) or "nothing")
     model.refit(ctx.rng, ctx.boxes, final=True)
+    if not model.from_public:
+        model.exchange_unmeasured(model_idx, ctx.rng, ctx.boxes)
     return model
 
 

@@ -89,7 +89,7 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
         base = None
         if plan.regime == ADAPTIVE:
             model = measure_adaptively(private, public_codes, ctx, group_idx, other_idx, plan.group_share * rho,
-                                       options.max_cells, earlier=tuple(targets))
+                                       options.max_cells, earlier=tuple(targets), few_rounds=plan.few_rounds)
             by_cols, total, base = model.domain_marginals(), model.total, model.domain_records()
         else:
             if group_idx:
@@ -123,7 +123,7 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
         own_only = plan.regime == ADAPTIVE or (options.planner == AUTO and bool(group_idx))
         codes = synthesize_groups(base, per_group, group_idx, global_targets, per_group_1way, sizes, ctx.rng,
                                   ctx.jobs, reuse_equal_sizes=options.group_round > 1, boxes=ctx.boxes,
-                                  own_targets_only=own_only)
+                                  own_targets_only=own_only, rewrite=own_only and public_codes is None)
     return SynthesisResult(codes)
 
 

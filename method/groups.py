@@ -19,7 +19,13 @@ from lib.shrinkage import shrink_counts
 
 log = logging.getLogger(__name__)
 
+# GUM passes of each group: the write-up's moves, or (``rewrite``) only rewriting the columns of the
+# group's targets.  Duplicating a whole record to fit a group's targets also moves the group's other columns,
+# which nothing refits: from public records that keeps the public joint structure, but from independent draws
+# it only adds sampling error to every column (bench/RESULTS.md, issue 11: ct_drug_deaths at eps 1, 2-way
+# TVD 0.0233 -> 0.0210; the demo, from public records, loses without duplicates: 0.0488 -> 0.0585).
 GROUP_GUM = GumOptions(iterations=4, alpha=0.5, decay=0.8)
+GROUP_REWRITE = GumOptions(iterations=4, alpha=0.5, decay=0.8, duplicate_share=0.0)
 # records of the base set that groups draw from: a table of fewer rows gets one base record per row, so a
 # table without groups is the base itself, not a resample (bench/RESULTS.md, issue 11: adult at eps 10,
 # 2-way TVD 0.0248 with 20,000 base records for its 48,842 rows, 0.0228 with one per row)
@@ -72,7 +78,7 @@ def group_sizes(noisy: np.ndarray, max_records: int, floor: int = 0, multiple: i
     return sizes.astype(np.int64)
 
 
-_STATE: tuple | None = None  # (base, group_idx, targets, stacked, sizes, group_shape, boxes), for forked workers
+_STATE: tuple | None = None  # (base, group_idx, targets, stacked, sizes, group_shape, boxes, options), for workers
 FIT_ITERATIONS = 10
 
 
@@ -99,13 +105,24 @@ def draw_rows(available: int, n: int, rng: np.random.Generator) -> np.ndarray:
     return np.concatenate([np.tile(np.arange(available), whole), rng.permutation(available)[:rest]])
 
 
+def partition_rows(available: int, counts: np.ndarray, rng: np.random.Generator) -> list[np.ndarray]:
+    """Row indices below ``available`` for groups of ``counts`` rows: consecutive pieces of one stream
+    of permutations, so the groups share the base out between them instead of each drawing on its own.
+    Where the counts sum to ``available`` the groups together hold every base record once, and a column
+    that no group refits keeps the base's overall marginal exactly; independent draws per group would
+    add sampling error to it (ct_drug_deaths, 9 groups of ~850 rows: about 0.004 of TVD on a binary
+    column with p = 0.3, as much as MST's whole 1-way error there)."""
+    counts = np.asarray(counts, dtype=np.int64)
+    stream = draw_rows(available, int(counts.sum()), rng)
+    return np.split(stream, np.cumsum(counts)[:-1])
+
+
 def _one_group(args) -> np.ndarray:
-    cell, n, rng = args
-    base, group_idx, targets, stacked, sizes, group_shape, boxes = _STATE
+    cell, rows, rng = args
+    base, group_idx, targets, stacked, sizes, group_shape, boxes, options = _STATE
     if stacked:
         targets = [(cols, values[cell]) for cols, values in targets]
-    records = base[draw_rows(len(base), n, rng)]
-    records = gum(records, sizes, targets, rng, GROUP_GUM, boxes)
+    records = gum(base[rows], sizes, targets, rng, options, boxes)
     if group_idx:
         records[:, group_idx] = np.unravel_index(cell, group_shape)
     return records
@@ -114,29 +131,33 @@ def _one_group(args) -> np.ndarray:
 def synthesize_groups(base: np.ndarray, per_group: np.ndarray, group_idx: list[int], targets,
                       per_group_1way: dict, sizes: tuple[int, ...], rng: np.random.Generator, jobs: int = 1,
                       reuse_equal_sizes: bool = False, boxes: Boxes = NO_BOXES,
-                      own_targets_only: bool = False) -> np.ndarray:
-    """Records of every group stacked in group order: ``per_group[g]`` rows drawn from ``base`` and
-    GUM-updated toward ``targets`` (global marginals); where ``per_group_1way[column]`` gives the
+                      own_targets_only: bool = False, rewrite: bool = False) -> np.ndarray:
+    """Records of every group stacked in group order: ``per_group[g]`` rows of ``base`` (the groups share
+    the base out between them, ``partition_rows``) GUM-updated toward ``targets`` (global marginals); where ``per_group_1way[column]`` gives the
     group's own 1-way marginal (rows = groups), the group's targets are the global ones fitted
     to it.  Each group has its own child of ``rng``, so the result does not depend on ``jobs``
     (worker processes).  ``reuse_equal_sizes``: groups that share the global targets and a size
     share one set of records (see ``_reuse_equal_sizes``).  ``own_targets_only``: GUM each group only
     toward the targets that involve a column with a per-group marginal (the base already follows
     the others; fitting a small group to them again distorts it), and not at all when there is none.
-    No record lands in a ``boxes`` box."""
+    ``rewrite``: GUM moves records only by rewriting the targets' columns (GROUP_REWRITE), for a base
+    that did not start from public records.  No record lands in a ``boxes`` box."""
     global _STATE
+    options = GROUP_REWRITE if rewrite else GROUP_GUM
     if own_targets_only:
         targets = [(cols, values) for cols, values in targets if set(cols) & set(per_group_1way)]
     group_shape = tuple(sizes[j] for j in group_idx)
     cells = np.flatnonzero(per_group)
     rngs = rng.spawn(len(cells))
-    tasks = [(int(c), int(per_group[c]), r) for c, r in zip(cells, rngs)]
     stacked = bool(per_group_1way)
     if stacked:
         targets = per_group_targets(targets, per_group_1way, int(np.prod(group_shape)))
-    elif reuse_equal_sizes and tasks:
-        return _reuse_equal_sizes(tasks, base, group_idx, targets, sizes, group_shape, boxes)
-    _STATE = (base, group_idx, targets, stacked, sizes, group_shape, boxes)
+    elif reuse_equal_sizes and len(cells):
+        tasks = [(int(c), int(per_group[c]), r) for c, r in zip(cells, rngs)]
+        return _reuse_equal_sizes(tasks, base, group_idx, targets, sizes, group_shape, boxes, options)
+    rows = partition_rows(len(base), per_group[cells], rng)
+    tasks = [(int(c), r_, r) for c, r_, r in zip(cells, rows, rngs)]
+    _STATE = (base, group_idx, targets, stacked, sizes, group_shape, boxes, options)
     bar = progress(len(tasks), "groups", "group", log, minimum=2)
     try:
         if jobs > 1 and len(tasks) > 1:
@@ -158,17 +179,17 @@ def synthesize_groups(base: np.ndarray, per_group: np.ndarray, group_idx: list[i
     return np.concatenate(parts)
 
 
-def _reuse_equal_sizes(tasks, base, group_idx, targets, sizes, group_shape, boxes) -> np.ndarray:
+def _reuse_equal_sizes(tasks, base, group_idx, targets, sizes, group_shape, boxes, options) -> np.ndarray:
     """Groups that share global targets and a (rounded) size share one set of records: each
     distinct size is synthesized once, with the generator of its first group, and copied
     into every group of that size (the write-up's reuse of work with rounding to K)."""
     global _STATE
-    _STATE = (base, [], targets, False, sizes, group_shape, boxes)
+    _STATE = (base, [], targets, False, sizes, group_shape, boxes, options)
     try:
         by_size = {}
         for cell, n, rng in tasks:
             if n not in by_size:
-                by_size[n] = _one_group((cell, n, rng))
+                by_size[n] = _one_group((cell, draw_rows(len(base), n, rng), rng))
     finally:
         _STATE = None
     log.info("groups: %d distinct rounded sizes synthesized for %d groups", len(by_size), len(tasks))

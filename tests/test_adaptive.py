@@ -13,7 +13,8 @@ from api import release
 from dataloader.encoding import Encoder
 from dataloader.schema import SchemaError, parse_schema
 from method.adaptive import SELECT_SHARE, Model
-from method.planner import ADAPTIVE, ONE_WAY, PUBLIC, TWO_WAY, TWO_WAY_NOISE, make_plan, pair_noise
+from method.planner import (ADAPTIVE, ONE_WAY, PUBLIC, TWO_WAY, TWO_WAY_NOISE, TWO_WAY_NOISE_FROM_DRAWS, make_plan,
+                            pair_noise)
 from tests.conftest import run_method
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -94,6 +95,32 @@ def test_the_planner_measures_every_pair_only_when_that_is_cheap():
     plan = make_plan(5.0, 1, rows, True, False, rho=0.001, pair_cells=cells)
     assert plan.regime == ADAPTIVE
     assert plan.group_share == make_plan(5.0, 1, rows, True, False, TWO_WAY).group_share
+
+
+def test_without_public_records_pairs_of_middling_noise_go_to_fewer_adaptive_rounds():
+    cells, rows = (400, 400, 400), 5000
+    rho = 0.3  # pair noise between the two thresholds
+    assert TWO_WAY_NOISE_FROM_DRAWS < pair_noise(rho, 1, rows, cells) < TWO_WAY_NOISE
+    with_public = make_plan(5.0, 1, rows, False, True, rho=rho, pair_cells=cells)
+    from_draws = make_plan(5.0, 1, rows, False, False, rho=rho, pair_cells=cells)
+    assert (with_public.regime, with_public.few_rounds) == (TWO_WAY, False)
+    assert (from_draws.regime, from_draws.few_rounds) == (ADAPTIVE, True)
+    assert "few rounds" in from_draws.describe(rho)
+    dear = make_plan(5.0, 1, rows, False, False, rho=0.001, pair_cells=cells)
+    assert (dear.regime, dear.few_rounds) == (ADAPTIVE, False)
+    assert not make_plan(5.0, 1, rows, False, False, ADAPTIVE).few_rounds  # forced: the usual rounds
+
+
+def test_the_model_answers_a_measured_marginal_by_its_estimate_and_others_from_its_records():
+    """A marginal the records fit poorly is not worth measuring again: its answer is the consistent
+    estimate, so the rounds' score sees only what a new measurement would add (AIM's model answers)."""
+    model = Model(("a", "b"), (2, 2), ())
+    model.records = np.array([[0, 0]] * 3 + [[1, 1]], dtype=np.int32)
+    model.total = 4.0
+    model.consistent = {(0,): np.array([2.0, 2.0])}
+    assert np.array_equal(model.answer((0,)), [2.0, 2.0])
+    assert np.array_equal(model.answer((1,)), [3.0, 1.0])
+    assert [a.tolist() for a in model.answers([(0,), (1,), (0, 1)])] == [[2.0, 2.0], [3.0, 1.0], [[3.0, 0.0], [0.0, 1.0]]]
 
 
 def test_many_small_groups_make_the_planner_measure_adaptively():

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from method.groups import base_size, draw_rows
+from method.groups import base_size, draw_rows, partition_rows
 
 
 @pytest.mark.parametrize("available, n", [(10, 4), (10, 10), (10, 11), (10, 35), (1, 3)])
@@ -18,3 +18,13 @@ def test_a_table_below_the_base_cap_gets_one_base_record_per_row():
     assert base_size(48_842.6) == 48_842
     assert base_size(3e6) == 100_000
     assert base_size(12.0) == 1_000
+
+
+@pytest.mark.parametrize("available, counts", [(12, [5, 4, 3]), (12, [5, 4, 0, 1]), (5, [4, 4, 4])])
+def test_groups_share_the_base_out_between_them(available, counts):
+    parts = partition_rows(available, np.array(counts), np.random.default_rng(0))
+    assert [len(p) for p in parts] == counts
+    used = np.bincount(np.concatenate(parts), minlength=available)
+    assert used.max() - used.min() <= 1  # every base record used as evenly as the counts allow
+    if sum(counts) == available:
+        assert (used == 1).all()
