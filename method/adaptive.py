@@ -22,16 +22,22 @@ Spends what remains of the run's budget in three steps, every one through the pr
    (fewer from public records); when a measurement moves the model by less than its own
    expected noise, the next rounds get four times the rho (half the noise sd, AIM's rule);
    when less than two rounds' rho is left, the last round takes all of it, so the ledger
-   sums to the budget.
+   sums to the budget;
+4. without public records, each column's values are exchanged among the records that agree on
+   every column measured with it (``Model.exchange_unmeasured``): the measured marginals keep
+   their counts, and the association with unmeasured columns that GUM's duplicates copied in
+   goes (adult at eps 1, 2-way TVD 0.0400 -> 0.0371).
 
 The model (post-processing of released values only) is a set of records over the non-group
 columns (public records when given, else independent draws from the noisy 1-way marginals),
 plus, per group, the consistent group × column counts or, for a column not measured per
 group, the group's count times the column's overall distribution, fitted to the column's
-marginals by some of the group columns where measured.  Records and marginals are over the
-model's columns (split columns as coarse code and offset) and translated back to the domain's
-for the rest of the release.  The final records are
-drawn per group from the model's records (method/groups.py), as in the write-up.
+marginals by some of the group columns where measured.  It answers a measured marginal by its
+consistent estimate when the records started from independent draws (``Model.estimates``), else
+by counting its records.  Records and marginals are over the model's columns (split columns as
+coarse code and offset) and translated back to the domain's for the rest of the release.  The
+final records are shared out per group from the model's records (method/groups.py), as in the
+write-up.
 """
 from __future__ import annotations
 
