@@ -4,7 +4,8 @@ Spends what remains of the run's budget in three steps, every one through the pr
 
 1. cheap measurements: the group counts (the write-up's two-way share, when there are
    groups; pulled toward the product of their one-way totals, method/groups.py
-   ``smoothed_counts``) and every 1-way marginal, each at the first round's measuring rho
+   ``smoothed_counts``) and every 1-way marginal, each at the first round's measuring rho (twice
+   that where the planner finds the budget rich, ``one_way_rounds``)
    (their sum split by cells^(2/3) where columns are split, below);
 2. rounds: the candidates are every 1-way, 2-way and group × column marginal, the 3-way
    marginals that extend a measured pair and, where groups are large (SUBGROUP_ROWS), every
@@ -261,11 +262,12 @@ class Model:
 
 def measure_adaptively(private: PrivateTable, public_codes: np.ndarray | None, ctx: RunContext,
                        group_idx: list[int], other_idx: list[int], group_rho: float, max_cells: int,
-                       earlier: tuple = (), few_rounds: bool = False) -> Model:
+                       earlier: tuple = (), few_rounds: bool = False, one_way_rounds: int = 1) -> Model:
     """The fitted model after spending exactly what remains of the run's budget (module doc).
 
     ``earlier``: (column indices, noisy values, sigma) already measured (a noisy total), kept in
-    the model.  ``few_rounds``: FEW_ROUNDS_PER_COLUMN rounds a column, not ROUNDS_PER_COLUMN.
+    the model.  ``few_rounds``: FEW_ROUNDS_PER_COLUMN rounds a column, not ROUNDS_PER_COLUMN;
+    ``one_way_rounds``: the 1-way marginals' measuring rho, in rounds' (method/planner.py).
     Privacy cost: ``private.remaining`` at the call, all of it: ``group_rho`` on
     the group counts (when there are groups), the rest on 1-way marginals and the rounds'
     selections and measurements.
@@ -294,7 +296,7 @@ def measure_adaptively(private: PrivateTable, public_codes: np.ndarray | None, c
     # where columns are split, rounds mostly read them coarsely, so their exact 1-way marginals are measured
     # about once: the 1-way budget goes by cells^(2/3) (bench/RESULTS.md, issue 11: adult at eps 0.1, 2-way
     # TVD 0.1140 with an even split, 0.1031 so)
-    one_way = (1 - SELECT_SHARE) * rho_round * len(other_idx)
+    one_way = one_way_rounds * (1 - SELECT_SHARE) * rho_round * len(other_idx)
     rhos = allocate([(j,) for j in other_idx], sizes, one_way) if layout.split else \
         [one_way / len(other_idx)] * len(other_idx)
     for j, rho_j in zip(other_idx, rhos):

@@ -45,6 +45,11 @@ TWO_WAY_NOISE = 0.2  # measure every pair when its expected L1 noise is below th
 # fewer, larger rounds (bench/RESULTS.md, issue 11: adult at eps 10, pair noise 0.17: 3-way TVD 0.0748 two-way,
 # 0.0661 adaptive; ct_drug_deaths at eps 10, pair noise 0.025: Sprint-2 score 979.6 two-way, 967.6 adaptive).
 TWO_WAY_NOISE_FROM_DRAWS = 0.1
+# Adaptive regime: the 1-way marginals get two rounds' rho each where the pair noise is below this (a budget
+# rich enough for pairs to be worth their noise), one round's otherwise: where rounds are few, taking from
+# them costs more than sharper 1-ways give (bench/RESULTS.md, issue 11: adult at eps 1, pair noise 1.5,
+# 2-way TVD 0.0363 -> 0.0359; at eps 0.1, pair noise 15, 0.1018 -> 0.1067 with two rounds' rho).
+RICH_PAIR_NOISE = 2.0
 
 
 @dataclass(frozen=True)
@@ -68,6 +73,7 @@ class Plan:
     group_share: float
     marginal_share: float
     few_rounds: bool = False  # adaptive where every pair would be cheap to measure: fewer, larger rounds
+    one_way_rounds: int = 1  # adaptive: the 1-way marginals' rho, in rounds' rho each
 
     def describe(self, rho: float) -> str:
         what = {TWO_WAY: "2-way marginals", ADAPTIVE: "adaptive rounds"}.get(self.regime, "1-way marginals")
@@ -75,6 +81,8 @@ class Plan:
                  f"group counts {self.group_share:.1%}" if self.group_share else "",
                  f"{what} {self.marginal_share:.1%}" if self.marginal_share else ""]
         rounds = " (few rounds: every pair would be cheap to measure)" if self.few_rounds else ""
+        if self.one_way_rounds > 1:
+            rounds += f" (1-way marginals at {self.one_way_rounds} rounds' rho each)"
         return f"regime {self.regime}{rounds}; rho {rho:.4g} split: " + ", ".join(p for p in parts if p)
 
 
@@ -118,10 +126,11 @@ def make_plan(epsilon: float, theta: int, noisy_total: float | None, has_groups:
     pair decides: two-way when its noise (``pair_noise``) is below TWO_WAY_NOISE (without public
     records TWO_WAY_NOISE_FROM_DRAWS), and so is that of the group × column marginals (cells
     ``group_cells``) where there are groups; else the adaptive rounds, which measure only the
-    marginals worth their noise (``few_rounds`` where that noise is below TWO_WAY_NOISE).
+    marginals worth their noise (``few_rounds`` where that noise is below TWO_WAY_NOISE; 1-way
+    marginals at two rounds' rho each, ``one_way_rounds``, where it is below RICH_PAIR_NOISE).
     """
     t = Thresholds.for_theta(theta)
-    total_eps, tau1, tau2, few_rounds = 0.0, 0.0, 0.0, False
+    total_eps, tau1, tau2, few_rounds, one_way_rounds = 0.0, 0.0, 0.0, False, 1
     if noisy_total is not None:
         total_eps = total_share(epsilon, theta) * epsilon
         tau1 = 1500 * theta / max(noisy_total, 1.0)
@@ -141,6 +150,7 @@ def make_plan(epsilon: float, theta: int, noisy_total: float | None, has_groups:
             noise = max(pair_noise(rho, theta, noisy_total, cells) for cells in sets)
             regime = TWO_WAY if noise < (TWO_WAY_NOISE if has_public else TWO_WAY_NOISE_FROM_DRAWS) else ADAPTIVE
             few_rounds = regime == ADAPTIVE and noise < TWO_WAY_NOISE
+            one_way_rounds = 2 if regime == ADAPTIVE and noise < RICH_PAIR_NOISE else 1
     else:
         regime = written = forced
     rest = epsilon - total_eps
@@ -160,4 +170,5 @@ def make_plan(epsilon: float, theta: int, noisy_total: float | None, has_groups:
     elif columns == 0:
         group_eps += marginal_eps
         marginal_eps = 0.0
-    return Plan(regime, total_eps / epsilon, group_eps / epsilon, marginal_eps / epsilon, few_rounds)
+    return Plan(regime, total_eps / epsilon, group_eps / epsilon, marginal_eps / epsilon, few_rounds,
+                one_way_rounds)
