@@ -46,9 +46,10 @@ TWO_WAY_NOISE = 0.2  # measure every pair when its expected L1 noise is below th
 # 0.0661 adaptive; ct_drug_deaths at eps 10, pair noise 0.025: Sprint-2 score 979.6 two-way, 967.6 adaptive).
 TWO_WAY_NOISE_FROM_DRAWS = 0.1
 # Adaptive regime: the 1-way marginals get two rounds' rho each where the pair noise is below this (a budget
-# rich enough for pairs to be worth their noise), one round's otherwise: where rounds are few, taking from
-# them costs more than sharper 1-ways give (bench/RESULTS.md, issue 11: adult at eps 1, pair noise 1.5,
-# 2-way TVD 0.0363 -> 0.0359; at eps 0.1, pair noise 15, 0.1018 -> 0.1067 with two rounds' rho).
+# rich enough for pairs to be worth their noise) and the rounds are not already few, one round's otherwise:
+# where rounds are few, taking from them costs more than sharper 1-ways give (bench/RESULTS.md, issue 11:
+# adult at eps 1, pair noise 1.5, 2-way TVD 0.0363 -> 0.0359; at eps 0.1, pair noise 15, 0.1018 -> 0.1067,
+# and at eps 10 with few rounds 0.0205 -> 0.0225, with two rounds' rho).
 RICH_PAIR_NOISE = 2.0
 
 
@@ -150,7 +151,7 @@ def make_plan(epsilon: float, theta: int, noisy_total: float | None, has_groups:
             noise = max(pair_noise(rho, theta, noisy_total, cells) for cells in sets)
             regime = TWO_WAY if noise < (TWO_WAY_NOISE if has_public else TWO_WAY_NOISE_FROM_DRAWS) else ADAPTIVE
             few_rounds = regime == ADAPTIVE and noise < TWO_WAY_NOISE
-            one_way_rounds = 2 if regime == ADAPTIVE and noise < RICH_PAIR_NOISE else 1
+            one_way_rounds = 2 if regime == ADAPTIVE and not few_rounds and noise < RICH_PAIR_NOISE else 1
     else:
         regime = written = forced
     rest = epsilon - total_eps

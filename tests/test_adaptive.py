@@ -13,8 +13,8 @@ from api import release
 from dataloader.encoding import Encoder
 from dataloader.schema import SchemaError, parse_schema
 from method.adaptive import SELECT_SHARE, Model
-from method.planner import (ADAPTIVE, ONE_WAY, PUBLIC, TWO_WAY, TWO_WAY_NOISE, TWO_WAY_NOISE_FROM_DRAWS, make_plan,
-                            pair_noise)
+from method.planner import (ADAPTIVE, ONE_WAY, PUBLIC, RICH_PAIR_NOISE, TWO_WAY, TWO_WAY_NOISE,
+                            TWO_WAY_NOISE_FROM_DRAWS, make_plan, pair_noise)
 from tests.conftest import run_method
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -106,8 +106,12 @@ def test_without_public_records_pairs_of_middling_noise_go_to_fewer_adaptive_rou
     assert (with_public.regime, with_public.few_rounds) == (TWO_WAY, False)
     assert (from_draws.regime, from_draws.few_rounds) == (ADAPTIVE, True)
     assert "few rounds" in from_draws.describe(rho)
+    assert from_draws.one_way_rounds == 1  # few rounds: none taken from them for the 1-ways
     dear = make_plan(5.0, 1, rows, False, False, rho=0.001, pair_cells=cells)
-    assert (dear.regime, dear.few_rounds) == (ADAPTIVE, False)
+    assert (dear.regime, dear.few_rounds, dear.one_way_rounds) == (ADAPTIVE, False, 1)
+    rich = make_plan(5.0, 1, rows, False, False, rho=0.03, pair_cells=cells)  # pair noise about 1
+    assert TWO_WAY_NOISE < pair_noise(0.03, 1, rows, cells) < RICH_PAIR_NOISE
+    assert (rich.regime, rich.few_rounds, rich.one_way_rounds) == (ADAPTIVE, False, 2)
     assert not make_plan(5.0, 1, rows, False, False, ADAPTIVE).few_rounds  # forced: the usual rounds
 
 
