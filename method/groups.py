@@ -132,10 +132,10 @@ def synthesize_groups(base: np.ndarray, per_group: np.ndarray, group_idx: list[i
                       per_group_1way: dict, sizes: tuple[int, ...], rng: np.random.Generator, jobs: int = 1,
                       reuse_equal_sizes: bool = False, boxes: Boxes = NO_BOXES,
                       own_targets_only: bool = False, rewrite: bool = False) -> np.ndarray:
-    """Records of every group stacked in group order: ``per_group[g]`` rows of ``base`` (the groups share
-    the base out between them, ``partition_rows``) GUM-updated toward ``targets`` (global marginals); where ``per_group_1way[column]`` gives the
-    group's own 1-way marginal (rows = groups), the group's targets are the global ones fitted
-    to it.  Each group has its own child of ``rng``, so the result does not depend on ``jobs``
+    """Records of every group stacked in group order: ``per_group[g]`` rows of ``base`` (the groups
+    share the base out between them, ``partition_rows``) GUM-updated toward ``targets`` (global
+    marginals); where ``per_group_1way[column]`` gives the group's own 1-way marginal (rows =
+    groups), the group's targets are the global ones fitted to it.  Each group has its own child of ``rng``, so the result does not depend on ``jobs``
     (worker processes).  ``reuse_equal_sizes``: groups that share the global targets and a size
     share one set of records (see ``_reuse_equal_sizes``).  ``own_targets_only``: GUM each group only
     toward the targets that involve a column with a per-group marginal (the base already follows
@@ -155,8 +155,8 @@ def synthesize_groups(base: np.ndarray, per_group: np.ndarray, group_idx: list[i
     elif reuse_equal_sizes and len(cells):
         tasks = [(int(c), int(per_group[c]), r) for c, r in zip(cells, rngs)]
         return _reuse_equal_sizes(tasks, base, group_idx, targets, sizes, group_shape, boxes, options)
-    rows = partition_rows(len(base), per_group[cells], rng)
-    tasks = [(int(c), r_, r) for c, r_, r in zip(cells, rows, rngs)]
+    pieces = partition_rows(len(base), per_group[cells], rng)
+    tasks = [(int(c), rows, r) for c, rows, r in zip(cells, pieces, rngs)]
     _STATE = (base, group_idx, targets, stacked, sizes, group_shape, boxes, options)
     bar = progress(len(tasks), "groups", "group", log, minimum=2)
     try:
