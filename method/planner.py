@@ -45,8 +45,9 @@ TWO_WAY_NOISE = 0.2  # measure every pair when its expected L1 noise is below th
 # fewer, larger rounds (bench/RESULTS.md, issue 11: adult at eps 10, pair noise 0.17: 3-way TVD 0.0748 two-way,
 # 0.0661 adaptive; ct_drug_deaths at eps 10, pair noise 0.025: Sprint-2 score 979.6 two-way, 967.6 adaptive).
 TWO_WAY_NOISE_FROM_DRAWS = 0.1
-# Adaptive regime: the 1-way marginals get two rounds' rho each where the pair noise is below this (a budget
-# rich enough for pairs to be worth their noise) and the rounds are not already few, one round's otherwise:
+# Adaptive regime: the 1-way marginals get two rounds' rho each where the noise of the pairs (not of the group ×
+# column marginals) is below this (a budget rich enough for pairs to be worth their noise) and the rounds are
+# not already few, one round's otherwise:
 # where rounds are few, taking from them costs more than sharper 1-ways give (bench/RESULTS.md, issue 11:
 # adult at eps 1, pair noise 1.5, 2-way TVD 0.0363 -> 0.0359; at eps 0.1, pair noise 15, 0.1018 -> 0.1067,
 # and at eps 10 with few rounds 0.0205 -> 0.0225, with two rounds' rho).
@@ -128,7 +129,8 @@ def make_plan(epsilon: float, theta: int, noisy_total: float | None, has_groups:
     records TWO_WAY_NOISE_FROM_DRAWS), and so is that of the group × column marginals (cells
     ``group_cells``) where there are groups; else the adaptive rounds, which measure only the
     marginals worth their noise (``few_rounds`` where that noise is below TWO_WAY_NOISE; 1-way
-    marginals at two rounds' rho each, ``one_way_rounds``, where it is below RICH_PAIR_NOISE).
+    marginals at two rounds' rho each, ``one_way_rounds``, where the pairs' noise is below
+    RICH_PAIR_NOISE and the rounds are not few).
     """
     t = Thresholds.for_theta(theta)
     total_eps, tau1, tau2, few_rounds, one_way_rounds = 0.0, 0.0, 0.0, False, 1
@@ -151,7 +153,8 @@ def make_plan(epsilon: float, theta: int, noisy_total: float | None, has_groups:
             noise = max(pair_noise(rho, theta, noisy_total, cells) for cells in sets)
             regime = TWO_WAY if noise < (TWO_WAY_NOISE if has_public else TWO_WAY_NOISE_FROM_DRAWS) else ADAPTIVE
             few_rounds = regime == ADAPTIVE and noise < TWO_WAY_NOISE
-            one_way_rounds = 2 if regime == ADAPTIVE and not few_rounds and noise < RICH_PAIR_NOISE else 1
+            rich = pair_noise(rho, theta, noisy_total, pair_cells) < RICH_PAIR_NOISE
+            one_way_rounds = 2 if regime == ADAPTIVE and not few_rounds and rich else 1
     else:
         regime = written = forced
     rest = epsilon - total_eps
