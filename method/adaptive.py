@@ -1,6 +1,7 @@
 """Adaptive measurement: AIM's rounds (McKenna et al. 2022) with GUM records as the model.
 
-Spends what remains of the run's budget in three steps, every one through the private table:
+Spends what remains of the run's budget in three steps, every one through the private table, then
+post-processes the records (step 4):
 
 1. cheap measurements: the group counts (the write-up's two-way share, when there are
    groups; pulled toward the product of their one-way totals, method/groups.py
