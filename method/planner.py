@@ -46,11 +46,10 @@ TWO_WAY_NOISE = 0.2  # measure every pair when its expected L1 noise is below th
 # 0.0661 adaptive; ct_drug_deaths at eps 10, pair noise 0.025: Sprint-2 score 979.6 two-way, 967.6 adaptive).
 TWO_WAY_NOISE_FROM_DRAWS = 0.1
 # Adaptive regime: the 1-way marginals get two rounds' rho each where the noise of the pairs (not of the group ×
-# column marginals) is below this (a budget rich enough for pairs to be worth their noise) and the rounds are
-# not already few, one round's otherwise:
-# where rounds are few, taking from them costs more than sharper 1-ways give (bench/RESULTS.md, issue 11:
-# adult at eps 1, pair noise 1.5, 2-way TVD 0.0363 -> 0.0359; at eps 0.1, pair noise 15, 0.1018 -> 0.1067,
-# and at eps 10 with few rounds 0.0205 -> 0.0225, with two rounds' rho).
+# column marginals) is below this, a budget rich enough for pairs to be worth their noise, and the rounds are
+# not already few; else one round's.  Where rounds are few, taking from them costs more than sharper 1-ways
+# give (bench/RESULTS.md, issue 11: adult at eps 1, pair noise 1.5, 2-way TVD 0.0363 -> 0.0359; with two
+# rounds' rho at eps 0.1, pair noise 15, 0.1018 -> 0.1067, and at eps 10 with few rounds 0.0205 -> 0.0225).
 RICH_PAIR_NOISE = 2.0
 
 
@@ -149,12 +148,12 @@ def make_plan(epsilon: float, theta: int, noisy_total: float | None, has_groups:
             regime = TWO_WAY
         written = regime  # the write-up's choice: the adaptive regime keeps its group-count share
         if regime != PUBLIC and rho is not None and pair_cells:
-            sets = [pair_cells] + ([group_cells] if has_groups and group_cells else [])
-            noise = max(pair_noise(rho, theta, noisy_total, cells) for cells in sets)
+            pairs = pair_noise(rho, theta, noisy_total, pair_cells)
+            groups = pair_noise(rho, theta, noisy_total, group_cells) if has_groups and group_cells else 0.0
+            noise = max(pairs, groups)
             regime = TWO_WAY if noise < (TWO_WAY_NOISE if has_public else TWO_WAY_NOISE_FROM_DRAWS) else ADAPTIVE
             few_rounds = regime == ADAPTIVE and noise < TWO_WAY_NOISE
-            rich = pair_noise(rho, theta, noisy_total, pair_cells) < RICH_PAIR_NOISE
-            one_way_rounds = 2 if regime == ADAPTIVE and not few_rounds and rich else 1
+            one_way_rounds = 2 if regime == ADAPTIVE and not few_rounds and pairs < RICH_PAIR_NOISE else 1
     else:
         regime = written = forced
     rest = epsilon - total_eps

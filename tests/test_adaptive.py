@@ -52,6 +52,25 @@ def test_adaptive_rounds_spend_exactly_the_budget_and_record_every_choice(groups
     assert abs(len(out) - 4000) < 800
 
 
+@pytest.mark.parametrize("few_rounds, one_way_rounds", [(True, 1), (False, 2)])
+def test_the_planners_round_choices_spend_exactly_the_budget(monkeypatch, few_rounds, one_way_rounds):
+    """The plan's fewer rounds and doubled 1-way rho (method/planner.py) still spend the budget exactly,
+    the 1-way marginals at one_way_rounds rounds' measuring rho each."""
+    import dataclasses
+
+    import method.dpsyn as dpsyn
+    make = dpsyn.make_plan
+    monkeypatch.setattr(dpsyn, "make_plan", lambda *a, **k: dataclasses.replace(
+        make(*a, **k), few_rounds=few_rounds, one_way_rounds=one_way_rounds))
+    out, ledger = run_method("dpsyn", Encoder.fit(SCHEMA), correlated(), epsilon=3.0, seed=2, regime="adaptive")
+    assert sum(c.rho for c in ledger.charges) == pytest.approx(ledger.budget, rel=1e-9)
+    one_way = [c.rho for c in ledger.charges if c.step.startswith("1-way marginal")]
+    choice = next(c.rho for c in ledger.charges if c.mechanism.startswith("exponential mechanism"))
+    round_measure = choice * (1 - SELECT_SHARE) / SELECT_SHARE
+    assert len(one_way) == 4 and one_way == pytest.approx([one_way_rounds * round_measure] * 4, rel=1e-9)
+    assert ((out >= 0) & (out < np.array(Encoder.fit(SCHEMA).sizes))).all()
+
+
 def test_adaptive_is_deterministic_under_a_seed_and_learns_the_dependence():
     encoder = Encoder.fit(SCHEMA)
     first, _ = run_method("dpsyn", encoder, correlated(), epsilon=3.0, seed=5, regime="adaptive")
