@@ -49,7 +49,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lib import interval_fit, relaxed
+from lib import record_fit, relaxed
 from lib.consistency import common_total
 from lib.domain import scale_to_unit
 from lib.privacy.private_table import Measurement, PrivateTable
@@ -468,12 +468,12 @@ def _records(layout: _Layout, domain, table: relaxed.RelaxedTable, members: list
              rng: np.random.Generator, measured: list[Measurement], total: float,
              reference_sigma: float) -> SynthesisResult:
     """Each group's rows of output drawn from its relaxed rows in turn (each draw afresh); codes for the
-    categorical columns (0 for those the release sets later) and raw values for the numeric ones, the
-    latter then moved toward the noisy interval counts of ``measured`` (``_fit_values``)."""
+    categorical columns (0 for those the release sets later) and raw values for the numeric ones, both
+    then moved toward the noisy answers of ``measured`` (``_fit_records``)."""
     rows = np.concatenate([m[np.arange(s) % len(m)] for m, s in zip(members, sizes) if s > 0 and len(m)] or
                           [np.zeros(0, dtype=np.int64)])
     cat_codes, values = relaxed.sample(table, rows, rng)
-    values = _fit_values(layout, cat_codes, values, measured, total, reference_sigma, rng)
+    cat_codes, values = _fit_records(layout, cat_codes, values, measured, total, reference_sigma, rng)
     codes = np.zeros((len(rows), len(domain.names)), dtype=np.int32)
     for column, c in zip(layout.categorical, cat_codes):
         codes[:, domain.index(column)] = c
@@ -483,28 +483,29 @@ def _records(layout: _Layout, domain, table: relaxed.RelaxedTable, members: list
     return SynthesisResult(codes, raw)
 
 
-def _fit_values(layout: _Layout, cat_codes: list[np.ndarray], values: np.ndarray, measured: list[Measurement],
-                total: float, reference_sigma: float, rng: np.random.Generator) -> np.ndarray:
-    """The records' numeric values (relaxed scale) moved toward the noisy interval counts of ``measured``
-    by lib/interval_fit.py's coordinate descent, weighted as the projection weighs them (post-processing).
-    The projection's sigmoids leave values on the wrong side of far cuts: after the last projection of
-    an adult_raw run (eps 10) its answers were 0.2-0.5 (total variation) from the exact answers of
-    education-num by income and of numeric-pair projections, whose noise was 0.002 (bench/RESULTS.md)."""
+def _fit_records(layout: _Layout, cat_codes: list[np.ndarray], values: np.ndarray, measured: list[Measurement],
+                 total: float, reference_sigma: float, rng: np.random.Generator) -> tuple[list[np.ndarray], np.ndarray]:
+    """The records' categorical codes (group columns fixed) and numeric values (relaxed scale) moved toward
+    the noisy answers of ``measured`` by lib/record_fit.py's coordinate descent, each weighted as the
+    projection weighs it (post-processing).  The projection leaves values on the wrong side of far cuts:
+    after the last projection of an adult_raw run (eps 10) its answers were 0.2-0.5 (total variation)
+    from the exact answers of education-num by income and of numeric-pair projections, whose noise was
+    0.002 (bench/RESULTS.md)."""
     targets = []
     for m in measured:
-        if not isinstance(m.query, Intervals):
-            continue
         q = layout.relaxed(m.query)
-        sizes = [layout.domain.sizes[layout.domain.index(layout.categorical[i])] for i in q.by]
-        cells = np.ravel_multi_index([cat_codes[i] for i in q.by], sizes) if q.by else np.zeros(len(values), np.int64)
-        targets.append(interval_fit.IntervalTarget(q.columns, q.direction, q.cuts, cells,
-                                                   np.asarray(m.noisy, dtype=np.float64).reshape(-1, q.slots) / total,
-                                                   (reference_sigma / m.sigma) ** 2))
-    fitted, before, after = interval_fit.fit_values(values, targets, -relaxed.MARGIN, 1.0 + relaxed.MARGIN, rng)
+        if all(i < len(layout.groups) for i in q.by) and not q.columns:
+            continue  # group counts: no record can move out of its group
+        targets.append(record_fit.CountTarget(q.by, np.asarray(m.noisy, dtype=np.float64).reshape(-1, q.slots) / total,
+                                              (reference_sigma / m.sigma) ** 2, q.columns, q.direction, q.cuts))
+    sizes = tuple(layout.domain.sizes[layout.domain.index(c)] for c in layout.categorical)
+    codes = np.column_stack(cat_codes) if cat_codes else np.zeros((len(values), 0), np.int32)
+    codes, values, before, after = record_fit.fit_records(codes, sizes, values, targets, -relaxed.MARGIN,
+                                                          1.0 + relaxed.MARGIN, rng, tuple(range(len(layout.groups))))
     if targets:
-        log.info("rap: numeric values of the records fitted to %d interval counts (loss %.4g -> %.4g)",
+        log.info("rap: the records fitted to %d noisy answers (weighted squared error %.4g -> %.4g)",
                  len(targets), before, after)
-    return fitted
+    return list(codes.T), values
 
 
 METHOD = Method("rap", "RAP++: relaxed adaptive projection; numeric columns as raw values without bins "

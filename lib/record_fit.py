@@ -1,0 +1,223 @@
+"""Discrete records moved toward target counts by coordinate descent (post-processing).
+
+A relaxed projection (lib/relaxed.py) fits numeric values by gradients of sigmoids, which
+vanish away from the cuts once the sigmoids are steep, and categorical probabilities by softmax
+gradients, which vanish once a row is nearly one-hot; values and codes left on the wrong side stay
+there.  This is the discrete counterpart, run on the records drawn from the relaxed table:
+coordinate descent on
+
+    sum over targets q of  weight_q · ||A_q − T_q||²,
+
+A_q the records' counts of target q (shares of the records) per cell of its categorical ``by``
+columns and, where q reads numeric columns, per interval of w_q·x (a marginal has one slot per
+cell), T_q its target (shares too).  Each sweep visits every record in random order and, for
+each of its movable categorical codes and non-null numeric values, tries new ones and keeps the
+best when it lowers the loss: every code of a column of at most ``tries`` codes, else ``tries``
+random ones; for a numeric value ``tries`` new values, half copied from a random record's value
+of that column, half drawn uniformly inside a random interval between the column's single-column
+cuts.  Nulls and fixed columns (group columns) are never changed.
+
+Reads only records and targets, never private data: costs no privacy budget.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+
+@dataclass(frozen=True)
+class CountTarget:
+    """One target: counts per cell of the categorical columns ``by`` (positions in the codes matrix)
+    and, with numeric ``columns`` (positions in the values matrix), per interval of ``direction``·x
+    cut at increasing ``cuts`` (slots (-inf, c_1], ..., (c_k, inf), then nulls, as
+    lib/privacy/queries.Intervals); ``target``: cells × slots shares of the records (slots: 1 for a
+    marginal); ``weight``: its weight in the loss (inverse noise variance, relative)."""
+
+    by: tuple[int, ...]
+    target: np.ndarray
+    weight: float
+    columns: tuple[int, ...] = ()
+    direction: tuple[float, ...] = ()
+    cuts: tuple[float, ...] = ()
+
+    @property
+    def slots(self) -> int:
+        return len(self.cuts) + 2 if self.columns else 1
+
+
+def fit_records(codes: np.ndarray, sizes: tuple[int, ...], values: np.ndarray, targets: list[CountTarget],
+                low: float, high: float, rng: np.random.Generator, fixed: tuple[int, ...] = (),
+                sweeps: int = 3, tries: int = 16) -> tuple[np.ndarray, np.ndarray, float, float]:
+    """Copies of ``codes`` (records × categorical columns of ``sizes`` codes) and ``values`` (records ×
+    numeric columns, NaN for nulls) moved toward ``targets`` by the coordinate descent of the module
+    doc; codes of the ``fixed`` columns stay; new values lie in [``low``, ``high``].  Returns (codes,
+    values, loss before, loss after); the loss never rises.  Deterministic given ``rng``'s state."""
+    codes = np.ascontiguousarray(codes, dtype=np.int64).copy().reshape(len(values), len(sizes))
+    out = np.ascontiguousarray(values, dtype=np.float64).copy()
+    n, p = out.shape
+    if n == 0 or not targets:
+        return codes, out, 0.0, 0.0
+    strides = []
+    for t in targets:
+        shape = [sizes[c] for c in t.by]
+        strides.append([int(np.prod(shape[i + 1:], dtype=np.int64)) for i in range(len(shape))])
+    by = np.array([c for t in targets for c in t.by], dtype=np.int64)
+    by_stride = np.array([s for ss in strides for s in ss], dtype=np.int64)
+    by_ptr = np.cumsum([0] + [len(t.by) for t in targets]).astype(np.int64)
+    cols = np.array([c for t in targets for c in t.columns], dtype=np.int64)
+    col_ptr = np.cumsum([0] + [len(t.columns) for t in targets]).astype(np.int64)
+    direction = np.array([w for t in targets for w in t.direction], dtype=np.float64)
+    cuts = np.array([c for t in targets for c in t.cuts], dtype=np.float64)
+    cut_ptr = np.cumsum([0] + [len(t.cuts) for t in targets]).astype(np.int64)
+    nslots = np.array([t.slots for t in targets], dtype=np.int64)
+    res = np.concatenate([-np.asarray(t.target, dtype=np.float64).ravel() for t in targets])
+    res_ptr = np.cumsum([0] + [t.target.size for t in targets]).astype(np.int64)
+    weights = np.array([t.weight for t in targets], dtype=np.float64)
+    # per categorical column (fixed ones left out) the targets it is a by column of, with its stride there
+    cat_targets = [[(q, strides[q][t.by.index(c)]) for q, t in enumerate(targets) if c in t.by]
+                   if c not in fixed else [] for c in range(len(sizes))]
+    cat_q = np.array([q for qs in cat_targets for q, _ in qs], dtype=np.int64)
+    cat_stride = np.array([s for qs in cat_targets for _, s in qs], dtype=np.int64)
+    cat_ptr = np.cumsum([0] + [len(qs) for qs in cat_targets]).astype(np.int64)
+    num_targets = [[q for q, t in enumerate(targets) if j in t.columns] for j in range(p)]
+    num_q = np.array([q for qs in num_targets for q in qs], dtype=np.int64)
+    num_ptr = np.cumsum([0] + [len(qs) for qs in num_targets]).astype(np.int64)
+    edges = []
+    for j in range(p):
+        single = [c for t in targets if t.columns == (j,) for c in t.cuts]
+        edges.append(np.unique(np.clip(np.concatenate([[low, high], single]), low, high)))
+    edge_ptr = np.cumsum([0] + [len(e) for e in edges]).astype(np.int64)
+    before, after = _descend(codes, np.asarray(sizes, dtype=np.int64), out, by, by_stride, by_ptr, cols, col_ptr,
+                             direction, cuts, cut_ptr, nslots, res, res_ptr, weights, cat_q, cat_stride, cat_ptr,
+                             num_q, num_ptr, np.concatenate(edges + [np.zeros(0)]), edge_ptr, sweeps, tries,
+                             int(rng.integers(2 ** 62)))
+    return codes.astype(np.int32), out, before, after
+
+
+@numba.njit(cache=True)
+def _slot(cuts, c0, c1, x):
+    """Intervals' slot of x: the number of cuts below it (searchsorted, side left)."""
+    lo, hi = c0, c1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if cuts[mid] < x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo - c0
+
+
+@numba.njit(cache=True)
+def _weight_of(cols, direction, c0, c1, j):
+    for k in range(c0, c1):
+        if cols[k] == j:
+            return direction[k]
+    return 0.0
+
+
+@numba.njit(cache=True)
+def _descend(codes, sizes, values, by, by_stride, by_ptr, cols, col_ptr, direction, cuts, cut_ptr, nslots,
+             res, res_ptr, weights, cat_q, cat_stride, cat_ptr, num_q, num_ptr, edges, edge_ptr, sweeps, tries,
+             seed):
+    np.random.seed(seed)
+    n, p = values.shape
+    nq = len(weights)
+    share = 1.0 / n
+    proj = np.zeros((nq, n))
+    slot = np.zeros((nq, n), np.int64)
+    cell = np.zeros((nq, n), np.int64)
+    for q in range(nq):
+        for r in range(n):
+            c = 0
+            for k in range(by_ptr[q], by_ptr[q + 1]):
+                c += codes[r, by[k]] * by_stride[k]
+            cell[q, r] = c
+            if col_ptr[q] < col_ptr[q + 1]:
+                x, null = 0.0, False
+                for k in range(col_ptr[q], col_ptr[q + 1]):
+                    v = values[r, cols[k]]
+                    if np.isnan(v):
+                        null = True
+                    else:
+                        x += direction[k] * v
+                proj[q, r] = x
+                slot[q, r] = nslots[q] - 1 if null else _slot(cuts, cut_ptr[q], cut_ptr[q + 1], x)
+            res[res_ptr[q] + c * nslots[q] + slot[q, r]] += share
+    before = 0.0
+    for q in range(nq):
+        for i in range(res_ptr[q], res_ptr[q + 1]):
+            before += weights[q] * res[i] * res[i]
+    loss = before
+    for _ in range(sweeps):
+        for r in np.random.permutation(n):
+            for c in range(codes.shape[1]):
+                if cat_ptr[c] == cat_ptr[c + 1]:
+                    continue
+                old = codes[r, c]
+                k = sizes[c]
+                best, best_delta = old, 0.0
+                for t in range(min(k, tries)):
+                    new = t if k <= tries else np.random.randint(k)
+                    if new == old:
+                        continue
+                    delta = 0.0
+                    for i in range(cat_ptr[c], cat_ptr[c + 1]):
+                        q = cat_q[i]
+                        a = res_ptr[q] + cell[q, r] * nslots[q] + slot[q, r]
+                        b = a + (new - old) * cat_stride[i] * nslots[q]
+                        delta += weights[q] * (2 * share * (res[b] - res[a]) + 2 * share * share)
+                    if delta < best_delta:
+                        best, best_delta = new, delta
+                if best_delta < 0:
+                    for i in range(cat_ptr[c], cat_ptr[c + 1]):
+                        q = cat_q[i]
+                        a = res_ptr[q] + cell[q, r] * nslots[q] + slot[q, r]
+                        res[a] -= share
+                        cell[q, r] += (best - old) * cat_stride[i]
+                        res[a + (best - old) * cat_stride[i] * nslots[q]] += share
+                    codes[r, c] = best
+                    loss += best_delta
+            for j in range(p):
+                old_v = values[r, j]
+                if np.isnan(old_v) or num_ptr[j] == num_ptr[j + 1]:
+                    continue
+                best_v, best_delta = old_v, 0.0
+                for t in range(tries):
+                    if t % 2 == 0:
+                        new_v = values[np.random.randint(n), j]
+                        if np.isnan(new_v):
+                            continue
+                    else:
+                        e = edge_ptr[j] + np.random.randint(edge_ptr[j + 1] - edge_ptr[j] - 1)
+                        new_v = edges[e] + np.random.random() * (edges[e + 1] - edges[e])
+                    delta = 0.0
+                    for i in range(num_ptr[j], num_ptr[j + 1]):
+                        q = num_q[i]
+                        s0 = slot[q, r]
+                        if s0 == nslots[q] - 1:
+                            continue
+                        w = _weight_of(cols, direction, col_ptr[q], col_ptr[q + 1], j)
+                        s1 = _slot(cuts, cut_ptr[q], cut_ptr[q + 1], proj[q, r] + w * (new_v - old_v))
+                        if s1 != s0:
+                            base = res_ptr[q] + cell[q, r] * nslots[q]
+                            delta += weights[q] * (2 * share * (res[base + s1] - res[base + s0]) + 2 * share * share)
+                    if delta < best_delta:
+                        best_v, best_delta = new_v, delta
+                if best_delta < 0:
+                    for i in range(num_ptr[j], num_ptr[j + 1]):
+                        q = num_q[i]
+                        s0 = slot[q, r]
+                        if s0 == nslots[q] - 1:
+                            continue
+                        proj[q, r] += _weight_of(cols, direction, col_ptr[q], col_ptr[q + 1], j) * (best_v - old_v)
+                        s1 = _slot(cuts, cut_ptr[q], cut_ptr[q + 1], proj[q, r])
+                        if s1 != s0:
+                            base = res_ptr[q] + cell[q, r] * nslots[q]
+                            res[base + s0] -= share
+                            res[base + s1] += share
+                            slot[q, r] = s1
+                    values[r, j] = best_v
+                    loss += best_delta
+    return before, loss

@@ -1,0 +1,86 @@
+"""Records moved toward target counts (lib/record_fit.py), as rap uses it on the records it draws
+from its relaxed table."""
+import numpy as np
+
+from lib.record_fit import CountTarget, fit_records
+
+SIZES = (2, 3)
+
+
+def counts(codes: np.ndarray, values: np.ndarray, target: CountTarget) -> np.ndarray:
+    """The records' counts (shares) for one target, as lib/privacy/queries.Intervals and Marginal count."""
+    cells = np.ravel_multi_index([codes[:, c] for c in target.by], [SIZES[c] for c in target.by]) \
+        if target.by else np.zeros(len(codes), np.int64)
+    slot = np.zeros(len(codes), np.int64)
+    if target.columns:
+        x = values[:, list(target.columns)]
+        slot = np.searchsorted(np.asarray(target.cuts), np.nan_to_num(x) @ np.asarray(target.direction), side="left")
+        slot[np.isnan(x).any(axis=1)] = len(target.cuts) + 1
+    out = np.zeros((target.target.shape[0], target.slots))
+    np.add.at(out, (cells, slot), 1.0 / len(codes))
+    return out
+
+
+def case(n: int = 2000, seed: int = 0):
+    """Two numeric columns, uniform and independent of a binary code (categorical column 0, which
+    stays fixed); targets that tie column 0 to the code (low values for code 0, high for code 1),
+    ask column 1 to sit near 1 - column 0, and categorical column 1 (3 codes, uniform) to copy
+    column 0 (codes 0 and 2)."""
+    rng = np.random.default_rng(seed)
+    values = rng.random((n, 2))
+    values[rng.random(n) < 0.05, 1] = np.nan
+    code = rng.integers(0, 2, n)
+    codes = np.column_stack([code, rng.integers(0, 3, n)])
+    cuts = (0.25, 0.5, 0.75)
+    by_code = np.zeros((2, 5))
+    by_code[0, :2] = by_code[1, 2:4] = 0.25
+    single = CountTarget((0,), by_code, 1.0, (0,), (1.0,), cuts)
+    null_share = np.isnan(values[:, 1]).mean()
+    total = np.zeros((1, 5))
+    total[0, 1], total[0, 4] = 1 - null_share, null_share  # x0 + x1 in (0.85, 1.15]: one slot of cuts at its ends
+    pair = CountTarget((), total, 0.5, (0, 1), (2 ** -0.5, 2 ** -0.5), (0.85 * 2 ** -0.5, 1.15 * 2 ** -0.5, 2.0))
+    copy = np.zeros((6, 1))
+    copy[0, 0] = copy[5, 0] = 0.5  # (0, 0) and (1, 2)
+    return codes, values, [single, pair, CountTarget((0, 1), copy, 2.0)]
+
+
+def fit(codes, values, targets, seed=1):
+    return fit_records(codes, SIZES, values, targets, 0.0, 1.0, np.random.default_rng(seed), fixed=(0,))
+
+
+def loss(codes, values, targets) -> float:
+    return sum(t.weight * float(((counts(codes, values, t) - t.target) ** 2).sum()) for t in targets)
+
+
+def test_records_move_toward_the_targets_and_the_loss_never_rises():
+    codes, values, targets = case()
+    new_codes, fitted, before, after = fit(codes, values, targets)
+    assert np.isclose(before, loss(codes, values, targets)) and np.isclose(after, loss(new_codes, fitted, targets))
+    assert after < 0.05 * before
+    for t, most in zip(targets, (0.05, 0.1, 0.05)):  # column 0 follows the code, column 1 its complement
+        assert np.abs(counts(new_codes, fitted, t) - t.target).sum() < most
+
+
+def test_fixed_columns_and_nulls_stay_and_values_stay_in_range():
+    codes, values, targets = case()
+    new_codes, fitted, _, _ = fit(codes, values, targets)
+    assert np.array_equal(new_codes[:, 0], codes[:, 0])
+    assert new_codes.min() >= 0 and new_codes[:, 1].max() < SIZES[1]
+    assert np.array_equal(np.isnan(fitted), np.isnan(values))
+    kept = fitted[~np.isnan(fitted)]
+    assert kept.min() >= 0.0 and kept.max() <= 1.0
+
+
+def test_seeded_fits_repeat_and_the_inputs_are_not_changed():
+    codes, values, targets = case()
+    copies = codes.copy(), values.copy()
+    a, b = fit(codes, values, targets, seed=3), fit(codes, values, targets, seed=3)
+    assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1], equal_nan=True)
+    assert np.array_equal(codes, copies[0]) and np.array_equal(values, copies[1], equal_nan=True)
+
+
+def test_what_no_target_reads_is_left_alone():
+    codes, values, targets = case()
+    new_codes, fitted, _, _ = fit(codes, values, targets[:1])
+    assert np.array_equal(fitted[:, 1], values[:, 1], equal_nan=True) and np.array_equal(new_codes, codes)
+    assert not np.array_equal(fitted[:, 0], values[:, 0])
