@@ -35,8 +35,10 @@ starts from public records when given, else from random categorical logits and
 numeric values drawn from their noisy 1-way interval counts, with rows per group in proportion to
 the noisy group counts, shrunk toward the product of their totals (method/groups.py
 ``smoothed_counts``; group columns fixed).  The release draws its records from
-the relaxed rows: categorical values from their probabilities, numeric values as fitted (the
-release rounds them to the column's precision and recomputes their codes).
+the relaxed rows: categorical values from their probabilities, numeric values as fitted; then
+moves the records' codes and values toward every noisy answer by discrete coordinate descent
+(lib/record_fit.py, post-processing), which mends what the sigmoids' vanishing gradients left
+unfitted (the release rounds values to the column's precision and recomputes their codes).
 """
 from __future__ import annotations
 
