@@ -21,72 +21,55 @@ Reads only records and targets, never private data: costs no privacy budget.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numba
 import numpy as np
 
-
-@dataclass(frozen=True)
-class CountTarget:
-    """One target: counts per cell of the categorical columns ``by`` (positions in the codes matrix)
-    and, with numeric ``columns`` (positions in the values matrix), per interval of ``direction``·x
-    cut at increasing ``cuts`` (slots (-inf, c_1], ..., (c_k, inf), then nulls, as
-    lib/privacy/queries.Intervals); ``target``: cells × slots shares of the records (slots: 1 for a
-    marginal); ``weight``: its weight in the loss (inverse noise variance, relative)."""
-
-    by: tuple[int, ...]
-    target: np.ndarray
-    weight: float
-    columns: tuple[int, ...] = ()
-    direction: tuple[float, ...] = ()
-    cuts: tuple[float, ...] = ()
-
-    @property
-    def slots(self) -> int:
-        return len(self.cuts) + 2 if self.columns else 1
+from lib.relaxed import Fit
 
 
-def fit_records(codes: np.ndarray, sizes: tuple[int, ...], values: np.ndarray, targets: list[CountTarget],
+def fit_records(codes: np.ndarray, sizes: tuple[int, ...], values: np.ndarray, fits: list[Fit],
                 low: float, high: float, rng: np.random.Generator, fixed: tuple[int, ...] = (),
                 sweeps: int = 3, tries: int = 16) -> tuple[np.ndarray, np.ndarray, float, float]:
     """Copies of ``codes`` (records × categorical columns of ``sizes`` codes) and ``values`` (records ×
-    numeric columns, NaN for nulls) moved toward ``targets`` by the coordinate descent of the module
-    doc; codes of the ``fixed`` columns stay; new values lie in [``low``, ``high``].  Returns (codes,
-    values, loss before, loss after); the loss never rises.  Deterministic given ``rng``'s state."""
+    numeric columns, NaN for nulls) moved toward ``fits`` (lib/relaxed.py's: a query's ``by`` are
+    positions in ``codes``, its numeric ``columns`` positions in ``values``; targets in shares of the
+    records) by the coordinate descent of the module doc; codes of the ``fixed`` columns stay; new
+    values lie in [``low``, ``high``].  Returns (codes, values, loss before, loss after); the loss
+    never rises.  Deterministic given ``rng``'s state."""
     codes = np.ascontiguousarray(codes, dtype=np.int64).copy().reshape(len(values), len(sizes))
     out = np.ascontiguousarray(values, dtype=np.float64).copy()
     n, p = out.shape
-    if n == 0 or not targets:
+    if n == 0 or not fits:
         return codes, out, 0.0, 0.0
+    queries = [f.query for f in fits]
     strides = []
-    for t in targets:
+    for t in queries:
         shape = [sizes[c] for c in t.by]
         strides.append([int(np.prod(shape[i + 1:], dtype=np.int64)) for i in range(len(shape))])
-    by = np.array([c for t in targets for c in t.by], dtype=np.int64)
+    by = np.array([c for t in queries for c in t.by], dtype=np.int64)
     by_stride = np.array([s for ss in strides for s in ss], dtype=np.int64)
-    by_ptr = np.cumsum([0] + [len(t.by) for t in targets]).astype(np.int64)
-    cols = np.array([c for t in targets for c in t.columns], dtype=np.int64)
-    col_ptr = np.cumsum([0] + [len(t.columns) for t in targets]).astype(np.int64)
-    direction = np.array([w for t in targets for w in t.direction], dtype=np.float64)
-    cuts = np.array([c for t in targets for c in t.cuts], dtype=np.float64)
-    cut_ptr = np.cumsum([0] + [len(t.cuts) for t in targets]).astype(np.int64)
-    nslots = np.array([t.slots for t in targets], dtype=np.int64)
-    res = np.concatenate([-np.asarray(t.target, dtype=np.float64).ravel() for t in targets])
-    res_ptr = np.cumsum([0] + [t.target.size for t in targets]).astype(np.int64)
-    weights = np.array([t.weight for t in targets], dtype=np.float64)
+    by_ptr = np.cumsum([0] + [len(t.by) for t in queries]).astype(np.int64)
+    cols = np.array([c for t in queries for c in t.columns], dtype=np.int64)
+    col_ptr = np.cumsum([0] + [len(t.columns) for t in queries]).astype(np.int64)
+    direction = np.array([w for t in queries for w in t.direction], dtype=np.float64)
+    cuts = np.array([c for t in queries for c in t.cuts], dtype=np.float64)
+    cut_ptr = np.cumsum([0] + [len(t.cuts) for t in queries]).astype(np.int64)
+    nslots = np.array([t.slots for t in queries], dtype=np.int64)
+    res = np.concatenate([-np.asarray(f.target, dtype=np.float64).ravel() for f in fits])
+    res_ptr = np.cumsum([0] + [f.target.size for f in fits]).astype(np.int64)
+    weights = np.array([f.weight for f in fits], dtype=np.float64)
     # per categorical column (fixed ones left out) the targets it is a by column of, with its stride there
-    cat_targets = [[(q, strides[q][t.by.index(c)]) for q, t in enumerate(targets) if c in t.by]
+    cat_targets = [[(q, strides[q][t.by.index(c)]) for q, t in enumerate(queries) if c in t.by]
                    if c not in fixed else [] for c in range(len(sizes))]
     cat_q = np.array([q for qs in cat_targets for q, _ in qs], dtype=np.int64)
     cat_stride = np.array([s for qs in cat_targets for _, s in qs], dtype=np.int64)
     cat_ptr = np.cumsum([0] + [len(qs) for qs in cat_targets]).astype(np.int64)
-    num_targets = [[q for q, t in enumerate(targets) if j in t.columns] for j in range(p)]
+    num_targets = [[q for q, t in enumerate(queries) if j in t.columns] for j in range(p)]
     num_q = np.array([q for qs in num_targets for q in qs], dtype=np.int64)
     num_ptr = np.cumsum([0] + [len(qs) for qs in num_targets]).astype(np.int64)
     edges = []
     for j in range(p):
-        single = [c for t in targets if t.columns == (j,) for c in t.cuts]
+        single = [c for t in queries if t.columns == (j,) for c in t.cuts]
         edges.append(np.unique(np.clip(np.concatenate([[low, high], single]), low, high)))
     edge_ptr = np.cumsum([0] + [len(e) for e in edges]).astype(np.int64)
     before, after = _descend(codes, np.asarray(sizes, dtype=np.int64), out, by, by_stride, by_ptr, cols, col_ptr,

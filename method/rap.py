@@ -262,9 +262,8 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
             relaxed.project(table, fits, START_BETA, MAX_BETA, steps=options.steps, lr=LOGIT_RATE)
     if mixed:
         with ctx.timed("measuring"):
-            more = _mixed_marginals(private, layout, table, mixed, rho_mixed)
-        measured += more
-        fits += [_fit(layout, m, total, reference) for m in more]
+            fits += [_fit(layout, m, total, reference) for m in _mixed_marginals(private, layout, table, mixed,
+                                                                                 rho_mixed)]
         with ctx.timed("projecting"):
             relaxed.project(table, fits, START_BETA, MAX_BETA, steps=options.steps, lr=LOGIT_RATE)
     chosen_kinds: Counter = Counter()
@@ -273,7 +272,6 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
             with ctx.timed("measuring"):
                 picked = _round(private, layout, table, total, rho_round, options, ctx.rng, t)
             chosen_kinds.update(_kind(m.query) for m in picked)
-            measured += picked
             fits += [_fit(layout, m, total, reference) for m in picked]
             with ctx.timed("projecting"):
                 stats = relaxed.project(table, fits, START_BETA, MAX_BETA, steps=options.steps, lr=LOGIT_RATE)
@@ -282,7 +280,7 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
             bar.update()
     log.info("rap: measured %s", ", ".join(f"{n} {kind}" for kind, n in sorted(chosen_kinds.items())) or "nothing")
     with ctx.timed("sampling"):
-        return _records(layout, domain, table, members, sizes, ctx.rng, measured, total, reference)
+        return _records(layout, domain, table, members, sizes, ctx.rng, fits)
 
 
 def _mixed_marginals(private: PrivateTable, layout: _Layout, table: relaxed.RelaxedTable,
@@ -467,15 +465,14 @@ def _kind(query) -> str:
 
 
 def _records(layout: _Layout, domain, table: relaxed.RelaxedTable, members: list[np.ndarray], sizes: np.ndarray,
-             rng: np.random.Generator, measured: list[Measurement], total: float,
-             reference_sigma: float) -> SynthesisResult:
+             rng: np.random.Generator, fits: list[relaxed.Fit]) -> SynthesisResult:
     """Each group's rows of output drawn from its relaxed rows in turn (each draw afresh); codes for the
     categorical columns (0 for those the release sets later) and raw values for the numeric ones, both
-    then moved toward the noisy answers of ``measured`` (``_fit_records``)."""
+    then moved toward the projection's ``fits`` (``_fit_records``)."""
     rows = np.concatenate([m[np.arange(s) % len(m)] for m, s in zip(members, sizes) if s > 0 and len(m)] or
                           [np.zeros(0, dtype=np.int64)])
     cat_codes, values = relaxed.sample(table, rows, rng)
-    cat_codes, values = _fit_records(layout, cat_codes, values, measured, total, reference_sigma, rng)
+    cat_codes, values = _fit_records(layout, cat_codes, values, fits, rng)
     codes = np.zeros((len(rows), len(domain.names)), dtype=np.int32)
     for column, c in zip(layout.categorical, cat_codes):
         codes[:, domain.index(column)] = c
@@ -485,28 +482,21 @@ def _records(layout: _Layout, domain, table: relaxed.RelaxedTable, members: list
     return SynthesisResult(codes, raw)
 
 
-def _fit_records(layout: _Layout, cat_codes: list[np.ndarray], values: np.ndarray, measured: list[Measurement],
-                 total: float, reference_sigma: float, rng: np.random.Generator) -> tuple[list[np.ndarray], np.ndarray]:
+def _fit_records(layout: _Layout, cat_codes: list[np.ndarray], values: np.ndarray, fits: list[relaxed.Fit],
+                 rng: np.random.Generator) -> tuple[list[np.ndarray], np.ndarray]:
     """The records' categorical codes (group columns fixed) and numeric values (relaxed scale) moved toward
-    the noisy answers of ``measured`` by lib/record_fit.py's coordinate descent, each weighted as the
-    projection weighs it (post-processing).  The projection leaves values on the wrong side of far cuts:
+    the projection's ``fits`` (every measurement but the group counts, weighted alike) by lib/record_fit.py's
+    coordinate descent (post-processing).  The projection leaves values on the wrong side of far cuts:
     after the last projection of an adult_raw run (eps 10) its answers were 0.2-0.5 (total variation)
     from the exact answers of education-num by income and of numeric-pair projections, whose noise was
     0.002 (bench/RESULTS.md)."""
-    targets = []
-    for m in measured:
-        q = layout.relaxed(m.query)
-        if all(i < len(layout.groups) for i in q.by) and not q.columns:
-            continue  # group counts: no record can move out of its group
-        targets.append(record_fit.CountTarget(q.by, np.asarray(m.noisy, dtype=np.float64).reshape(-1, q.slots) / total,
-                                              (reference_sigma / m.sigma) ** 2, q.columns, q.direction, q.cuts))
     sizes = tuple(layout.domain.sizes[layout.domain.index(c)] for c in layout.categorical)
     codes = np.column_stack(cat_codes) if cat_codes else np.zeros((len(values), 0), np.int32)
-    codes, values, before, after = record_fit.fit_records(codes, sizes, values, targets, -relaxed.MARGIN,
+    codes, values, before, after = record_fit.fit_records(codes, sizes, values, fits, -relaxed.MARGIN,
                                                           1.0 + relaxed.MARGIN, rng, tuple(range(len(layout.groups))))
-    if targets:
+    if fits:
         log.info("rap: the records fitted to %d noisy answers (weighted squared error %.4g -> %.4g)",
-                 len(targets), before, after)
+                 len(fits), before, after)
     return list(codes.T), values
 
 

@@ -2,13 +2,15 @@
 from its relaxed table."""
 import numpy as np
 
-from lib.record_fit import CountTarget, fit_records
+from lib.record_fit import fit_records
+from lib.relaxed import Fit, RelaxedQuery
 
 SIZES = (2, 3)
 
 
-def counts(codes: np.ndarray, values: np.ndarray, target: CountTarget) -> np.ndarray:
-    """The records' counts (shares) for one target, as lib/privacy/queries.Intervals and Marginal count."""
+def counts(codes: np.ndarray, values: np.ndarray, fit: Fit) -> np.ndarray:
+    """The records' counts (shares) for one fit's query, as lib/privacy/queries.Intervals and Marginal count."""
+    target = fit.query
     cells = np.ravel_multi_index([codes[:, c] for c in target.by], [SIZES[c] for c in target.by]) \
         if target.by else np.zeros(len(codes), np.int64)
     slot = np.zeros(len(codes), np.int64)
@@ -16,7 +18,7 @@ def counts(codes: np.ndarray, values: np.ndarray, target: CountTarget) -> np.nda
         x = values[:, list(target.columns)]
         slot = np.searchsorted(np.asarray(target.cuts), np.nan_to_num(x) @ np.asarray(target.direction), side="left")
         slot[np.isnan(x).any(axis=1)] = len(target.cuts) + 1
-    out = np.zeros((target.target.shape[0], target.slots))
+    out = np.zeros((fit.target.shape[0], target.slots))
     np.add.at(out, (cells, slot), 1.0 / len(codes))
     return out
 
@@ -34,14 +36,14 @@ def case(n: int = 2000, seed: int = 0):
     cuts = (0.25, 0.5, 0.75)
     by_code = np.zeros((2, 5))
     by_code[0, :2] = by_code[1, 2:4] = 0.25
-    single = CountTarget((0,), by_code, 1.0, (0,), (1.0,), cuts)
+    single = Fit(RelaxedQuery((0,), (0,), (1.0,), cuts), by_code, 1.0)
     null_share = np.isnan(values[:, 1]).mean()
     total = np.zeros((1, 5))
     total[0, 1], total[0, 4] = 1 - null_share, null_share  # x0 + x1 in (0.85, 1.15]: one slot of cuts at its ends
-    pair = CountTarget((), total, 0.5, (0, 1), (2 ** -0.5, 2 ** -0.5), (0.85 * 2 ** -0.5, 1.15 * 2 ** -0.5, 2.0))
+    pair = Fit(RelaxedQuery((), (0, 1), (2 ** -0.5, 2 ** -0.5), (0.85 * 2 ** -0.5, 1.15 * 2 ** -0.5, 2.0)), total, 0.5)
     copy = np.zeros((6, 1))
     copy[0, 0] = copy[5, 0] = 0.5  # (0, 0) and (1, 2)
-    return codes, values, [single, pair, CountTarget((0, 1), copy, 2.0)]
+    return codes, values, [single, pair, Fit(RelaxedQuery((0, 1)), copy, 2.0)]
 
 
 def fit(codes, values, targets, seed=1):
