@@ -9,7 +9,8 @@ and categorical marginals (1-, 2-way, and 3-way with the target), and fits a rel
 
 Measurements (all through the private table, Gaussian, sensitivity from theta):
 
-1. noisy group counts (GROUP_SHARE of the budget) when there are group columns;
+1. noisy group counts (GROUP_SHARE of the budget) when there are group columns; the shares of steps
+   2-4 below are of what steps 1 and 3b leave;
 2. every column's 1-way answer (ONE_WAY_SHARE, split equally), per target value with ``--target``:
    a categorical column's counts, or a numeric column's counts in FINE_INTERVALS equal intervals
    of its public range (at the public file's quantiles when one is given), with cuts at both bounds
@@ -18,6 +19,13 @@ Measurements (all through the private table, Gaussian, sensitivity from theta):
    2 holds) of at most ``max_cells`` cells (PAIR_SHARE, split equally).  Without numeric columns the
    rounds' candidates are categorical marginals alone and the selection finds the pairs that matter:
    on categorical Adult, measuring every pair first raised 2-way TVD from 0.054 to 0.064 at eps 1;
+3b. with group columns, after a first projection, every column's answer per group (GROUP_COLUMN_SHARE,
+   split equally; a numeric column's interval counts cut at MIX_CUTS quantiles of the relaxed table's
+   values; at most ``max_cells`` cells): the records, not the relaxed table, fit them (a group column
+   is fixed, so the fit moves records within their group), and the rounds do not choose them again.
+   On the demo (groups PUMA × YEAR) rap had no per-group answer but the counts, and the per-group
+   Sprint-2 score and every pair with the PUMA-level DENSITY suffered; fitted by the projection they
+   doubled its time;
 4. after a first projection, every numeric column's interval counts per value of each categorical
    column other than the target (MIX_SHARE, split equally; MIX_CUTS cuts at the relaxed table's
    quantiles, at most ``max_cells`` slots): the mixed marginals.  Steps 2-4 give the relaxed table
@@ -63,9 +71,10 @@ from method.groups import group_sizes, smoothed_counts
 log = logging.getLogger(__name__)
 
 GROUP_SHARE = 0.1       # of rho, on the group counts (with group columns)
-ONE_WAY_SHARE = 0.2     # of rho, on every column's 1-way answer
-PAIR_SHARE = 0.2        # of rho, on every pair of categorical columns
-MIX_SHARE = 0.2         # of rho, on every numeric column's interval counts per categorical column
+GROUP_COLUMN_SHARE = 0.2  # of rho, on every column's answer per group (with group columns)
+ONE_WAY_SHARE = 0.2     # of the rest of rho (after those two), on every column's 1-way answer
+PAIR_SHARE = 0.2        # of the rest, on every pair of categorical columns
+MIX_SHARE = 0.2         # of the rest, on every numeric column's interval counts per categorical column
 MIX_CUTS = 8            # cuts of those interval counts
 SELECT_SHARE = 0.2      # of each round's rho, on choosing its queries
 FINE_INTERVALS = 32     # intervals of a numeric column's first measurement
@@ -86,7 +95,7 @@ class RapOptions:
     per_round: int = option(5, "rap: queries chosen and measured per round (K)", type=int, minimum=1)
     rows: int = option(4000, "rap: rows of the relaxed table (n-hat); the release draws its records from them",
                        type=int, minimum=10)
-    steps: int = option(60, "rap: most Adam steps per inverse temperature of a projection", type=int, minimum=1)
+    steps: int = option(30, "rap: most Adam steps per inverse temperature of a projection", type=int, minimum=1)
     device: str = option("cpu", "rap: where projections run: cpu (numpy) or gpu (cupy; an optional extra, "
                                 "requirements-gpu.txt)", choices=relaxed.DEVICES)
     max_cells: int = option(2000, "rap: the largest query (cells × slots) a round may measure, and the largest "
@@ -226,17 +235,22 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
                     options.target)
         options = dataclasses.replace(options, target=None)
     rho_groups = GROUP_SHARE * rho if layout.groups else 0.0
-    rho_one_way = ONE_WAY_SHARE * rho
+    by_group = [c for c in layout.free + layout.numeric
+                if len(layout.groups) and domain.size(layout.groups) * _slots(layout, c) <= options.max_cells]
+    rho_by_group = GROUP_COLUMN_SHARE * rho if by_group else 0.0
+    rest = (rho - rho_groups - rho_by_group) / rho  # the other steps' shares are of what these leave
+    rho_one_way = ONE_WAY_SHARE * rest * rho
     pairs = [Marginal(pair) for pair in itertools.combinations([c for c in layout.free if c != options.target], 2)
              if domain.size(pair) <= options.max_cells] if layout.numeric else []
-    rho_pairs = PAIR_SHARE * rho if pairs else 0.0
+    rho_pairs = PAIR_SHARE * rest * rho if pairs else 0.0
     mixed = [(column, c) for column in layout.numeric for c in layout.free
              if c != options.target and domain.size((c,)) * (MIX_CUTS + 2) <= options.max_cells]
-    rho_mixed = MIX_SHARE * rho if mixed else 0.0
-    rho_round = (rho - rho_groups - rho_one_way - rho_pairs - rho_mixed) / options.rounds
-    log.info("rap: %d relaxed rows, %d rounds × %d queries; rho %.4g: %.0f%% group counts, %.0f%% 1-way answers, "
-             "%.0f%% %d categorical pairs, %.0f%% mixed marginals, %.0f%% rounds (%.0f%% of each on selection)",
-             options.rows, options.rounds, options.per_round, rho, 100 * rho_groups / rho, 100 * rho_one_way / rho,
+    rho_mixed = MIX_SHARE * rest * rho if mixed else 0.0
+    rho_round = (rho - rho_groups - rho_by_group - rho_one_way - rho_pairs - rho_mixed) / options.rounds
+    log.info("rap: %d relaxed rows, %d rounds × %d queries; rho %.4g: %.0f%% group counts, %.0f%% %d columns per "
+             "group, %.0f%% 1-way answers, %.0f%% %d categorical pairs, %.0f%% mixed marginals, %.0f%% rounds "
+             "(%.0f%% of each on selection)", options.rows, options.rounds, options.per_round, rho,
+             100 * rho_groups / rho, 100 * rho_by_group / rho, len(by_group), 100 * rho_one_way / rho,
              100 * rho_pairs / rho, len(pairs), 100 * rho_mixed / rho, 100 * options.rounds * rho_round / rho,
              100 * SELECT_SHARE)
 
@@ -260,17 +274,21 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
         fits = [_fit(layout, m, total, reference) for m in first]
         if fits:
             relaxed.project(table, fits, START_BETA, MAX_BETA, steps=options.steps, lr=LOGIT_RATE)
-    if mixed:
+    record_fits: list[relaxed.Fit] = []  # fitted by the records alone (step 3b)
+    if mixed or by_group:
         with ctx.timed("measuring"):
             fits += [_fit(layout, m, total, reference) for m in _mixed_marginals(private, layout, table, mixed,
                                                                                  rho_mixed)]
-        with ctx.timed("projecting"):
-            relaxed.project(table, fits, START_BETA, MAX_BETA, steps=options.steps, lr=LOGIT_RATE)
+            record_fits = [_fit(layout, m, total, reference)
+                           for m in _by_group(private, layout, table, by_group, rho_by_group)]
+        if mixed:
+            with ctx.timed("projecting"):
+                relaxed.project(table, fits, START_BETA, MAX_BETA, steps=options.steps, lr=LOGIT_RATE)
     chosen_kinds: Counter = Counter()
     with progress(options.rounds, "rap rounds", "round", log) as bar:
         for t in range(options.rounds):
             with ctx.timed("measuring"):
-                picked = _round(private, layout, table, total, rho_round, options, ctx.rng, t)
+                picked = _round(private, layout, table, total, rho_round, options, ctx.rng, t, set(by_group))
             chosen_kinds.update(_kind(m.query) for m in picked)
             fits += [_fit(layout, m, total, reference) for m in picked]
             with ctx.timed("projecting"):
@@ -280,7 +298,7 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
             bar.update()
     log.info("rap: measured %s", ", ".join(f"{n} {kind}" for kind, n in sorted(chosen_kinds.items())) or "nothing")
     with ctx.timed("sampling"):
-        return _records(layout, domain, table, members, sizes, ctx.rng, fits)
+        return _records(layout, domain, table, members, sizes, ctx.rng, fits + record_fits)
 
 
 def _mixed_marginals(private: PrivateTable, layout: _Layout, table: relaxed.RelaxedTable,
@@ -292,6 +310,23 @@ def _mixed_marginals(private: PrivateTable, layout: _Layout, table: relaxed.Rela
     return [private.measure(layout.intervals((j,), (1.0,), _quantile_cuts(values[:, j], MIX_CUTS), (c,)),
                             rho / len(pairs))
             for j, c in ((layout.numeric.index(column), c) for column, c in pairs)]
+
+
+def _by_group(private: PrivateTable, layout: _Layout, table: relaxed.RelaxedTable, columns: list[str],
+              rho: float) -> list[Measurement]:
+    """Step 3b of the module doc: each of ``columns`` per group (a categorical column's counts, a numeric
+    column's interval counts cut at MIX_CUTS quantiles of the relaxed table's values: post-processing).
+    Privacy cost: ``rho``, in equal shares."""
+    values = relaxed.to_numpy(table.values).astype(np.float64)
+    queries = [Marginal(layout.groups + (c,)) if not layout.domain.is_numeric(c) else
+               layout.intervals((j := layout.numeric.index(c),), (1.0,), _quantile_cuts(values[:, j], MIX_CUTS),
+                                layout.groups) for c in columns]
+    return [private.measure(q, rho / len(queries)) for q in queries]
+
+
+def _slots(layout: _Layout, column: str) -> int:
+    """Cells of a column's answer per group in step 3b: its categories, or MIX_CUTS + 2 interval slots."""
+    return MIX_CUTS + 2 if layout.domain.is_numeric(column) else layout.domain.size((column,))
 
 
 def _one_way(layout: _Layout, column: str, public: PublicData | None, by: tuple[str, ...] = ()):
@@ -403,9 +438,12 @@ def _projection(layout: _Layout, values: np.ndarray, columns: tuple[int, ...], w
     return layout.intervals(columns, w, _quantile_cuts(values[:, list(columns)] @ w, low=low, high=high), by)
 
 
-def _candidates(layout: _Layout, table: relaxed.RelaxedTable, options: RapOptions, rng: np.random.Generator) -> list:
+def _candidates(layout: _Layout, table: relaxed.RelaxedTable, options: RapOptions, rng: np.random.Generator,
+                by_group: set[str]) -> list:
     """This round's candidate queries (public: built from the domain, the relaxed table and ``rng``):
-    categorical 1- and 2-way marginals (3-way with the target), group × column marginals, interval
+    categorical 1- and 2-way marginals (3-way with the target), group × column marginals (but those of
+    ``by_group``, which step 3b measured and only the records fit, so that the relaxed table's answers
+    to them stay off and would be chosen again and again), interval
     counts of each numeric column alone and per value of each categorical column, along random
     directions over pairs of numeric columns, and (with a target) along random directions over all
     numeric columns per target value; only those of at most ``max_cells`` cells × slots."""
@@ -417,11 +455,11 @@ def _candidates(layout: _Layout, table: relaxed.RelaxedTable, options: RapOption
     if target is not None:
         out += [Marginal(pair + (target,)) for pair in itertools.combinations([c for c in free if c != target], 2)]
     if layout.groups:
-        out += [Marginal(layout.groups + (c,)) for c in free]
+        out += [Marginal(layout.groups + (c,)) for c in free if c not in by_group]
     for j, column in enumerate(numeric):
         cuts = _quantile_cuts(values[:, j])
         out += [layout.intervals((j,), (1.0,), cuts, by) for by in [()] + [(c,) for c in free]]
-        if layout.groups:
+        if layout.groups and column not in by_group:
             out.append(layout.intervals((j,), (1.0,), cuts, layout.groups))
     for a, b in itertools.combinations(range(len(numeric)), 2):
         angle = rng.uniform(0, math.pi)
@@ -438,10 +476,10 @@ def _candidates(layout: _Layout, table: relaxed.RelaxedTable, options: RapOption
 
 
 def _round(private: PrivateTable, layout: _Layout, table: relaxed.RelaxedTable, total: float, rho: float,
-           options: RapOptions, rng: np.random.Generator, t: int) -> list[Measurement]:
+           options: RapOptions, rng: np.random.Generator, t: int, by_group: set[str]) -> list[Measurement]:
     """One round: choose ``per_round`` candidates by the exponential mechanism (SELECT_SHARE of ``rho``),
     measure each with an equal share of the rest.  Privacy cost: ``rho``."""
-    candidates = _candidates(layout, table, options, rng)
+    candidates = _candidates(layout, table, options, rng, by_group)
     if not candidates:
         log.warning("rap round %d: no candidate fits --max-cells %d; nothing measured", t + 1, options.max_cells)
         return []

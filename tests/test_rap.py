@@ -224,6 +224,24 @@ def test_groups_get_their_noisy_sizes():
     assert set(run.table["SEX"].astype(str)) == {"F", "M"}
 
 
+def test_each_column_is_measured_per_group_and_the_records_follow():
+    frame, params = data()
+    rng = np.random.default_rng(3)
+    female = np.where(frame["JOB"] == "a", 0.9, np.where(frame["JOB"] == "b", 0.1, 0.5))
+    frame["SEX"] = np.where(rng.random(N) < female, "F", "M")
+    params = dict(params, runs=[dict(params["runs"][0], epsilon=20.0)])
+    (run,) = release(frame, params, None, "rap", OPTIONS, seed=4, group_columns=("JOB",))
+    steps = [c.step for c in run.ledger.charges]
+    # group counts, 1-way answers by LABEL, the pair SEX × LABEL, mixed marginals by SEX, then each column per
+    # group; the rounds choose none of those again (only the records fit them, so the relaxed table stays off)
+    assert steps[8:13] == ["2-way marginal JOB × SEX", "2-way marginal JOB × LABEL"] + [
+        f"interval counts of {c} (9 intervals + null) by JOB" for c in ("AGE", "INCOME", "HOURS")]
+    assert steps[13].startswith("rap round 1") and not [s for s in steps[13:] if "JOB" in s]
+    assert sum(c.rho for c in run.ledger.charges) == pytest.approx(run.ledger.budget, rel=1e-9)
+    share = run.table.assign(F=run.table["SEX"].astype(str) == "F").groupby(run.table["JOB"].astype(str))["F"].mean()
+    assert share["a"] > 0.75 and share["b"] < 0.25
+
+
 @pytest.mark.parametrize("extra, message", [
     (["--device", "gpu"], "--device gpu"),
     (["--target", "AGE"], "--target AGE must be a categorical column"),
