@@ -236,11 +236,12 @@ class Encoder:
 
     @property
     def domain(self) -> Domain:
-        """The public domain methods see: names, code counts, numeric columns' clip ranges and grids."""
+        """The public domain methods see: names, code counts, numeric columns' clip ranges, grids and bin edges."""
         numeric = [c for c in self.coders if c.categories is None]
         return Domain(tuple(self.names), self.sizes, {c.column.name: (c.column.low, c.column.high) for c in numeric},
                       frozenset(c.column.name for c in numeric if c.column.null is not None),
-                      {c.column.name: c.step for c in numeric if c.step is not None})
+                      {c.column.name: c.step for c in numeric if c.step is not None},
+                      {c.column.name: tuple(float(x) for x in c.edges) for c in numeric})
 
     def coder(self, name: str) -> ColumnCoder:
         return self.coders[self.names.index(name)]

@@ -18,13 +18,16 @@ import numpy as np
 class Domain:
     """``names[j]`` has codes 0..``sizes[j]``-1; ``ranges[name]`` = (low, high) of a numeric column;
     ``nullable``: the numeric columns that have a null token (their last code); ``steps[name]``: the
-    grid a numeric column's raw values lie on (integers: 1; absent where any float may occur)."""
+    grid a numeric column's raw values lie on (integers: 1; absent where any float may occur);
+    ``edges[name]``: a numeric column's bin edges e_0 < ... < e_k (public): code j holds the raw values in
+    (e_j, e_j+1], the first and last codes also those beyond e_0 and e_k."""
 
     names: tuple[str, ...]
     sizes: tuple[int, ...]
     ranges: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     nullable: frozenset[str] = frozenset()
     steps: Mapping[str, float] = field(default_factory=dict)
+    edges: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
 
     def __post_init__(self):
         if len(self.names) != len(self.sizes) or len(set(self.names)) != len(self.names):
@@ -34,6 +37,8 @@ class Domain:
             raise ValueError(f"ranges for columns not in the domain: {sorted(unknown)}")
         if not set(self.steps) <= set(self.ranges):
             raise ValueError(f"grid steps for non-numeric columns: {sorted(set(self.steps) - set(self.ranges))}")
+        if not set(self.edges) <= set(self.ranges):
+            raise ValueError(f"bin edges for non-numeric columns: {sorted(set(self.edges) - set(self.ranges))}")
         if not set(self.nullable) <= set(self.ranges):
             raise ValueError(f"nullable columns that are not numeric: {sorted(set(self.nullable) - set(self.ranges))}")
 

@@ -9,13 +9,13 @@ coordinate descent on
     sum over targets q of  weight_q · ||A_q − T_q||²,
 
 A_q the records' counts of target q (shares of the records) per cell of its categorical ``by``
-columns and, where q reads numeric columns, per interval of w_q·x (a marginal has one slot per
-cell), T_q its target (shares too).  Each sweep visits every record in random order and, for
+columns and numeric ``bins`` and, where q reads numeric columns, per interval of w_q·x (a marginal
+has one slot per cell), T_q its target (shares too).  Each sweep visits every record in random order and, for
 each of its movable categorical codes and non-null numeric values, tries new ones and keeps the
 best when it lowers the loss: every code of a column of at most ``tries`` codes, else ``tries``
 random ones; for a numeric value ``tries`` new values, half copied from a random record's value
 of that column, half drawn uniformly inside a random interval between the column's single-column
-cuts.  Nulls and fixed columns (group columns) are never changed.
+cuts and bin edges.  Nulls and fixed columns (group columns) are never changed.
 
 Reads only records and targets, never private data: costs no privacy budget.
 """
@@ -42,13 +42,28 @@ def fit_records(codes: np.ndarray, sizes: tuple[int, ...], values: np.ndarray, f
     if n == 0 or not fits:
         return codes, out, 0.0, 0.0
     queries = [f.query for f in fits]
+    if any(j in t.columns for t in queries for j, _, _ in t.bins):
+        raise ValueError("a query cannot read a numeric column both as values and as bins")
     strides = []
     for t in queries:
-        shape = [sizes[c] for c in t.by]
+        shape = [sizes[c] for c in t.by] + [size for _, _, size in t.bins]
         strides.append([int(np.prod(shape[i + 1:], dtype=np.int64)) for i in range(len(shape))])
     by = np.array([c for t in queries for c in t.by], dtype=np.int64)
-    by_stride = np.array([s for ss in strides for s in ss], dtype=np.int64)
+    by_stride = np.array([s for t, ss in zip(queries, strides) for s in ss[:len(t.by)]], dtype=np.int64)
     by_ptr = np.cumsum([0] + [len(t.by) for t in queries]).astype(np.int64)
+    # every (query, numeric bin column) entry: its column, stride, edges (bin_edges[bin_eptr[e]:bin_eptr[e + 1]])
+    # and null bin; per numeric column, the entries that bin it
+    entries = [(q, j, edges, size, ss[len(t.by) + k]) for q, (t, ss) in enumerate(zip(queries, strides))
+               for k, (j, edges, size) in enumerate(t.bins)]
+    bin_q = np.array([e[0] for e in entries], dtype=np.int64)
+    bin_col = np.array([e[1] for e in entries], dtype=np.int64)
+    bin_edges = np.array([x for e in entries for x in e[2]], dtype=np.float64)
+    bin_eptr = np.cumsum([0] + [len(e[2]) for e in entries]).astype(np.int64)
+    bin_null = np.array([e[3] - 1 for e in entries], dtype=np.int64)
+    bin_stride = np.array([e[4] for e in entries], dtype=np.int64)
+    binned = [[i for i, e in enumerate(entries) if e[1] == j] for j in range(p)]
+    nb_entry = np.array([i for es in binned for i in es], dtype=np.int64)
+    nb_ptr = np.cumsum([0] + [len(es) for es in binned]).astype(np.int64)
     cols = np.array([c for t in queries for c in t.columns], dtype=np.int64)
     col_ptr = np.cumsum([0] + [len(t.columns) for t in queries]).astype(np.int64)
     direction = np.array([w for t in queries for w in t.direction], dtype=np.float64)
@@ -69,12 +84,14 @@ def fit_records(codes: np.ndarray, sizes: tuple[int, ...], values: np.ndarray, f
     num_ptr = np.cumsum([0] + [len(qs) for qs in num_targets]).astype(np.int64)
     edges = []
     for j in range(p):
-        single = [c for t in queries if t.columns == (j,) for c in t.cuts]
+        single = [c for t in queries if t.columns == (j,) for c in t.cuts] + \
+                 [x for e in entries if e[1] == j for x in e[2]]
         edges.append(np.unique(np.clip(np.concatenate([[low, high], single]), low, high)))
     edge_ptr = np.cumsum([0] + [len(e) for e in edges]).astype(np.int64)
     before, after = _descend(codes, np.asarray(sizes, dtype=np.int64), out, by, by_stride, by_ptr, cols, col_ptr,
                              direction, cuts, cut_ptr, nslots, res, res_ptr, weights, cat_q, cat_stride, cat_ptr,
-                             num_q, num_ptr, np.concatenate(edges + [np.zeros(0)]), edge_ptr, sweeps, tries,
+                             num_q, num_ptr, np.concatenate(edges + [np.zeros(0)]), edge_ptr, bin_q, bin_col,
+                             bin_edges, bin_eptr, bin_null, bin_stride, nb_entry, nb_ptr, sweeps, tries,
                              int(rng.integers(2 ** 62)))
     return codes.astype(np.int32), out, before, after
 
@@ -93,6 +110,14 @@ def _slot(cuts, c0, c1, x):
 
 
 @numba.njit(cache=True)
+def _bin(bin_edges, bin_eptr, bin_null, e, x):
+    """Entry e's bin of value x: the number of its edges below x; its null bin for NaN."""
+    if np.isnan(x):
+        return bin_null[e]
+    return _slot(bin_edges, bin_eptr[e], bin_eptr[e + 1], x)
+
+
+@numba.njit(cache=True)
 def _weight_of(cols, direction, c0, c1, j):
     for k in range(c0, c1):
         if cols[k] == j:
@@ -102,8 +127,8 @@ def _weight_of(cols, direction, c0, c1, j):
 
 @numba.njit(cache=True)
 def _descend(codes, sizes, values, by, by_stride, by_ptr, cols, col_ptr, direction, cuts, cut_ptr, nslots,
-             res, res_ptr, weights, cat_q, cat_stride, cat_ptr, num_q, num_ptr, edges, edge_ptr, sweeps, tries,
-             seed):
+             res, res_ptr, weights, cat_q, cat_stride, cat_ptr, num_q, num_ptr, edges, edge_ptr, bin_q, bin_col,
+             bin_edges, bin_eptr, bin_null, bin_stride, nb_entry, nb_ptr, sweeps, tries, seed):
     np.random.seed(seed)
     n, p = values.shape
     nq = len(weights)
@@ -127,7 +152,12 @@ def _descend(codes, sizes, values, by, by_stride, by_ptr, cols, col_ptr, directi
                         x += direction[k] * v
                 proj[q, r] = x
                 slot[q, r] = nslots[q] - 1 if null else _slot(cuts, cut_ptr[q], cut_ptr[q + 1], x)
-            res[res_ptr[q] + c * nslots[q] + slot[q, r]] += share
+    for e in range(len(bin_q)):
+        for r in range(n):
+            cell[bin_q[e], r] += _bin(bin_edges, bin_eptr, bin_null, e, values[r, bin_col[e]]) * bin_stride[e]
+    for q in range(nq):
+        for r in range(n):
+            res[res_ptr[q] + cell[q, r] * nslots[q] + slot[q, r]] += share
     before = 0.0
     for q in range(nq):
         for i in range(res_ptr[q], res_ptr[q + 1]):
@@ -164,7 +194,7 @@ def _descend(codes, sizes, values, by, by_stride, by_ptr, cols, col_ptr, directi
                     loss += best_delta
             for j in range(p):
                 old_v = values[r, j]
-                if np.isnan(old_v) or num_ptr[j] == num_ptr[j + 1]:
+                if np.isnan(old_v) or (num_ptr[j] == num_ptr[j + 1] and nb_ptr[j] == nb_ptr[j + 1]):
                     continue
                 best_v, best_delta = old_v, 0.0
                 for t in range(tries):
@@ -186,6 +216,15 @@ def _descend(codes, sizes, values, by, by_stride, by_ptr, cols, col_ptr, directi
                         if s1 != s0:
                             base = res_ptr[q] + cell[q, r] * nslots[q]
                             delta += weights[q] * (2 * share * (res[base + s1] - res[base + s0]) + 2 * share * share)
+                    for i in range(nb_ptr[j], nb_ptr[j + 1]):
+                        e = nb_entry[i]
+                        b0 = _bin(bin_edges, bin_eptr, bin_null, e, old_v)
+                        b1 = _bin(bin_edges, bin_eptr, bin_null, e, new_v)
+                        if b1 != b0:
+                            q = bin_q[e]
+                            a = res_ptr[q] + cell[q, r] * nslots[q] + slot[q, r]
+                            b = a + (b1 - b0) * bin_stride[e] * nslots[q]
+                            delta += weights[q] * (2 * share * (res[b] - res[a]) + 2 * share * share)
                     if delta < best_delta:
                         best_v, best_delta = new_v, delta
                 if best_delta < 0:
@@ -201,6 +240,16 @@ def _descend(codes, sizes, values, by, by_stride, by_ptr, cols, col_ptr, directi
                             res[base + s0] -= share
                             res[base + s1] += share
                             slot[q, r] = s1
+                    for i in range(nb_ptr[j], nb_ptr[j + 1]):
+                        e = nb_entry[i]
+                        moved = _bin(bin_edges, bin_eptr, bin_null, e, best_v) - _bin(bin_edges, bin_eptr, bin_null,
+                                                                                      e, old_v)
+                        if moved != 0:
+                            q = bin_q[e]
+                            a = res_ptr[q] + cell[q, r] * nslots[q] + slot[q, r]
+                            res[a] -= share
+                            cell[q, r] += moved * bin_stride[e]
+                            res[a + moved * bin_stride[e] * nslots[q]] += share
                     values[r, j] = best_v
                     loss += best_delta
     return before, loss

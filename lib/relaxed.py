@@ -71,12 +71,18 @@ class RelaxedQuery:
     """A query on the relaxed table: ``by`` (categorical column positions), and for interval
     counts the numeric column positions ``columns``, their ``direction`` and increasing ``cuts``
     (none for a plain marginal).  Its answer has shape (cells of by) × slots, slots being 1 for
-    a marginal and len(cuts) + 2 for interval counts (intervals, then the null slot)."""
+    a marginal and len(cuts) + 2 for interval counts (intervals, then the null slot).
+
+    ``bins``: (numeric position, increasing interior edges, size) triples that split each cell of
+    ``by`` further, in order: a value's bin is the number of edges below it, a null's is size − 1
+    (a numeric column's codes in the private table).  Only lib/record_fit.py reads them; the
+    projection refuses them (a relaxed value's bin has no useful gradient)."""
 
     by: tuple[int, ...]
     columns: tuple[int, ...] = ()
     direction: tuple[float, ...] = ()
     cuts: tuple[float, ...] = ()
+    bins: tuple[tuple[int, tuple[float, ...], int], ...] = ()
 
     @property
     def slots(self) -> int:
@@ -210,6 +216,8 @@ class Workload:
     backend, once."""
 
     def __init__(self, table: RelaxedTable, queries: list[RelaxedQuery], fits: list[Fit] | None = None):
+        if any(q.bins for q in queries):
+            raise ValueError("queries by numeric bins are for lib/record_fit.py, not the projection")
         xp, dtype, r = table.xp, table.values.dtype, table.values.shape[1]
         interval = [i for i, q in enumerate(queries) if q.columns]
         axis_of, axis_query = _shared_axes(queries, interval)

@@ -208,9 +208,15 @@ class _Layout:
 
     def relaxed(self, query) -> relaxed.RelaxedQuery:
         """The relaxed-table form of a Marginal or Intervals query (an interval query's direction of
-        unit length, its cuts divided alike, so that sigmoids are equally steep for every query)."""
+        unit length, its cuts divided alike, so that sigmoids are equally steep for every query); an
+        interval query by a numeric column reads that column's bins (``bins``)."""
         if isinstance(query, Marginal):
             return relaxed.RelaxedQuery(tuple(self.categorical.index(a) for a in query.attrs))
+        bins = tuple(self.bins(c) for c in query.by if c in self.numeric)
+        if bins:
+            if query.by[-len(bins):] != tuple(c for c in query.by if c in self.numeric):
+                raise ValueError("numeric by columns must come after the categorical ones")
+            query = dataclasses.replace(query, by=query.by[:-len(bins)])
         positions = tuple(self.numeric.index(c) for c in query.columns)
         offset, factor = (np.array(v) for v in zip(*(self.affine(j) for j in positions)))
         direction = np.asarray(query.direction, dtype=np.float64)
@@ -218,7 +224,18 @@ class _Layout:
         norm = float(np.linalg.norm(w)) or 1.0
         cuts = (np.asarray(query.cuts, dtype=np.float64) - float(direction @ offset)) / norm
         return relaxed.RelaxedQuery(tuple(self.categorical.index(a) for a in query.by), positions,
-                                    tuple(float(x) for x in w / norm), tuple(float(c) for c in cuts))
+                                    tuple(float(x) for x in w / norm), tuple(float(c) for c in cuts), bins)
+
+    def bins(self, column: str) -> tuple[int, tuple[float, ...], int]:
+        """A numeric column's codes as relaxed.RelaxedQuery.bins reads them: its position, its interior bin
+        edges on the relaxed scale (on a grid, moved half-way up to the next grid point, so that rounding
+        keeps a value in its bin), and its number of codes."""
+        j = self.numeric.index(column)
+        scale, edges = self.scales[j], np.asarray(self.domain.edges[column][1:-1], dtype=np.float64)
+        if scale.step is not None:
+            edges = (np.floor(edges / scale.step + 1e-9) + 0.5) * scale.step
+        width = scale.high - scale.low if scale.high > scale.low else 1.0
+        return j, tuple(float(x) for x in (edges - scale.low) / width), self.domain.size((column,))
 
 
 def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext,
@@ -245,6 +262,8 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
     rho_pairs = PAIR_SHARE * rest * rho if pairs else 0.0
     mixed = [(column, c) for column in layout.numeric for c in layout.free
              if c != options.target and domain.size((c,)) * (MIX_CUTS + 2) <= options.max_cells]
+    mixed += [(a, b) for a, b in itertools.combinations(layout.numeric, 2)
+              if b in domain.edges and domain.size((b,)) * (MIX_CUTS + 2) <= options.max_cells]
     rho_mixed = MIX_SHARE * rest * rho if mixed else 0.0
     rho_round = (rho - rho_groups - rho_by_group - rho_one_way - rho_pairs - rho_mixed) / options.rounds
     log.info("rap: %d relaxed rows, %d rounds × %d queries; rho %.4g: %.0f%% group counts, %.0f%% %d columns per "
@@ -277,10 +296,11 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
     record_fits: list[relaxed.Fit] = []  # fitted by the records alone (step 3b)
     if mixed or by_group:
         with ctx.timed("measuring"):
-            fits += [_fit(layout, m, total, reference) for m in _mixed_marginals(private, layout, table, mixed,
-                                                                                 rho_mixed)]
-            record_fits = [_fit(layout, m, total, reference)
-                           for m in _by_group(private, layout, table, by_group, rho_by_group)]
+            for m in _mixed_marginals(private, layout, table, mixed, rho_mixed):
+                # by a numeric column's bins: only the records can fit it (relaxed.RelaxedQuery.bins)
+                (record_fits if layout.relaxed(m.query).bins else fits).append(_fit(layout, m, total, reference))
+            record_fits += [_fit(layout, m, total, reference)
+                            for m in _by_group(private, layout, table, by_group, rho_by_group)]
         if mixed:
             with ctx.timed("projecting"):
                 relaxed.project(table, fits, START_BETA, MAX_BETA, steps=options.steps, lr=LOGIT_RATE)
@@ -303,9 +323,9 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
 
 def _mixed_marginals(private: PrivateTable, layout: _Layout, table: relaxed.RelaxedTable,
                      pairs: list[tuple[str, str]], rho: float) -> list[Measurement]:
-    """Step 4 of the module doc: for each (numeric column, categorical column) of ``pairs``, the numeric
-    column's interval counts per value of the other, cut at MIX_CUTS quantiles of the relaxed table's
-    values (post-processing).  Privacy cost: ``rho``, in equal shares."""
+    """Step 4 of the module doc: for each (numeric column, other column) of ``pairs``, the numeric
+    column's interval counts per code of the other (a numeric one's bins), cut at MIX_CUTS quantiles of
+    the relaxed table's values (post-processing).  Privacy cost: ``rho``, in equal shares."""
     values = relaxed.to_numpy(table.values).astype(np.float64)
     return [private.measure(layout.intervals((j,), (1.0,), _quantile_cuts(values[:, j], MIX_CUTS), (c,)),
                             rho / len(pairs))

@@ -116,6 +116,43 @@ def test_relaxed_scales_answer_as_the_private_table_on_written_values():
     assert layout.intervals((0,), (1.0,), on_grid[1:2]).cuts[0] * 9999 == pytest.approx(30.5)  # x <= 30
 
 
+def test_numeric_bins_as_the_record_fit_reads_them_are_the_private_codes_of_written_values():
+    """A query by a numeric column's bins (rap's numeric pairs, fitted by the records): the layout's
+    relaxed edges put each relaxed value in the bin whose code the encoder gives the value the release
+    writes (rounded to the grid), also just beside an edge on a grid point."""
+    from dataloader.encoding import ColumnCoder
+    from dataloader.schema import NUMERIC, Column
+    from method import rap
+    from method.base import PublicData, RunContext
+
+    rng = np.random.default_rng(6)
+    edges = (0.0, 29.0, 30.0, 100.0, 9999.0)
+    domain = Domain(("W", "Z"), (4, 4), {"W": (0.0, 9999.0), "Z": (0.0, 10.0)}, steps={"W": 1.0},
+                    edges={"W": edges, "Z": (0.0, 2.5, 5.0, 7.5, 10.0)})
+    public = PublicData(np.zeros((50, 2), dtype=np.int32),
+                        {"W": rng.integers(0, 300, 50).astype(float), "Z": rng.random(50) * 10})
+    layout = rap._Layout.of(RunContext(domain, 1.0, 1e-6, 10, (), 1, rng), public)
+    n = 400
+    x = rng.random((n, 2))
+    x[:40, 0] = layout.scales[0].relaxed(np.array([30.0]))[0] + rng.uniform(-0.6, 0.6, 40) / layout.scales[0].high
+    written = np.round(layout.scales[0].raw(x[:, 0]))
+    coder = ColumnCoder(Column("W", NUMERIC, "int", low=0.0, high=9999.0, integral=True), 4, np.asarray(edges))
+    codes = np.column_stack([coder.encode(written), np.zeros(n, dtype=np.int32)])
+    private = PrivateTable(codes, {"W": written, "Z": layout.scales[1].raw(x[:, 1])}, domain, 1,
+                           Ledger(1.0, 1e-6), rng)
+    query = layout.intervals((1,), (1.0,), (0.3, 0.6), ("W",))
+    q = layout.relaxed(query)
+    assert q.by == () and q.columns == (1,) and q.bins[0][0] == 0 and q.bins[0][2] == 4
+    cell = np.searchsorted(np.asarray(q.bins[0][1]), x[:, 0], side="left")
+    slot = np.searchsorted(np.asarray(q.cuts), x[:, 1], side="left")
+    counts = np.zeros((4, q.slots))
+    np.add.at(counts, (cell, slot), 1)
+    np.testing.assert_array_equal(counts, private._answer(query))
+    with pytest.raises(ValueError, match="record_fit"):
+        relaxed.project(relaxed.new_table(np, [], x, np.zeros((n, 2)), (False, False), np.float64),
+                        [relaxed.Fit(q, counts / n, 1.0)])
+
+
 def test_projection_fits_noise_free_answers():
     table = tiny_table(60, seed=3)
     goal = tiny_table(60, seed=4)
@@ -173,13 +210,14 @@ def test_every_round_is_charged_and_the_ledger_sums_to_the_budget(runs):
         assert sum(c.rho for c in r.ledger.charges) == pytest.approx(r.ledger.budget, rel=1e-9)
         assert len([s for s in steps if s.startswith("rap round")]) == OPTIONS["rounds"]
         # 1-way answers by LABEL, the one categorical pair (SEX × JOB), 3 numeric × 2 categorical mixed
-        # marginals, the rounds
-        assert len(steps) == 5 + 1 + 6 + OPTIONS["rounds"] * (1 + OPTIONS["per_round"])
+        # marginals, the 3 numeric pairs (one column's intervals by the other's bins), the rounds
+        assert len(steps) == 5 + 1 + 6 + 3 + OPTIONS["rounds"] * (1 + OPTIONS["per_round"])
         assert steps[:6] == ["2-way marginal SEX × LABEL", "2-way marginal JOB × LABEL"] + [
             f"interval counts of {c} (34 intervals + null) by LABEL" for c in ("AGE", "INCOME", "HOURS")] + [
             "2-way marginal SEX × JOB"]
-        assert [(s.split()[3], s.split()[-1]) for s in steps[6:12]] == [
-            (c, by) for c in ("AGE", "INCOME", "HOURS") for by in ("SEX", "JOB")]
+        assert [(s.split()[3], s.split()[-1]) for s in steps[6:15]] == [
+            (c, by) for c in ("AGE", "INCOME", "HOURS") for by in ("SEX", "JOB")] + [
+            ("AGE", "INCOME"), ("AGE", "HOURS"), ("INCOME", "HOURS")]
 
 
 def test_output_stays_inside_the_schema(runs):
@@ -232,11 +270,12 @@ def test_each_column_is_measured_per_group_and_the_records_follow():
     params = dict(params, runs=[dict(params["runs"][0], epsilon=20.0)])
     (run,) = release(frame, params, None, "rap", OPTIONS, seed=4, group_columns=("JOB",))
     steps = [c.step for c in run.ledger.charges]
-    # group counts, 1-way answers by LABEL, the pair SEX × LABEL, mixed marginals by SEX, then each column per
-    # group; the rounds choose none of those again (only the records fit them, so the relaxed table stays off)
-    assert steps[8:13] == ["2-way marginal JOB × SEX", "2-way marginal JOB × LABEL"] + [
+    # group counts, 1-way answers by LABEL, the pair SEX × LABEL, mixed marginals by SEX and the 3 numeric
+    # pairs, then each column per group; the rounds choose none of those again (only the records fit them,
+    # so the relaxed table stays off)
+    assert steps[11:16] == ["2-way marginal JOB × SEX", "2-way marginal JOB × LABEL"] + [
         f"interval counts of {c} (9 intervals + null) by JOB" for c in ("AGE", "INCOME", "HOURS")]
-    assert steps[13].startswith("rap round 1") and not [s for s in steps[13:] if "JOB" in s]
+    assert steps[16].startswith("rap round 1") and not [s for s in steps[16:] if "JOB" in s]
     assert sum(c.rho for c in run.ledger.charges) == pytest.approx(run.ledger.budget, rel=1e-9)
     share = run.table.assign(F=run.table["SEX"].astype(str) == "F").groupby(run.table["JOB"].astype(str))["F"].mean()
     assert share["a"] > 0.75 and share["b"] < 0.25

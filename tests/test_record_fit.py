@@ -86,3 +86,32 @@ def test_what_no_target_reads_is_left_alone():
     new_codes, fitted, _, _ = fit(codes, values, targets[:1])
     assert np.array_equal(fitted[:, 1], values[:, 1], equal_nan=True) and np.array_equal(new_codes, codes)
     assert not np.array_equal(fitted[:, 0], values[:, 0])
+
+
+def binned_counts(values: np.ndarray, fit: Fit) -> np.ndarray:
+    """Counts (shares) of a query of numeric column a's intervals by column b's bins (no categorical by)."""
+    (b, edges, size), = fit.query.bins
+    (a,) = fit.query.columns
+    x, y = values[:, a], values[:, b]
+    cell = np.where(np.isnan(y), size - 1, np.searchsorted(np.asarray(edges), np.nan_to_num(y), side="left"))
+    slot = np.where(np.isnan(x), len(fit.query.cuts) + 1,
+                    np.searchsorted(np.asarray(fit.query.cuts), np.nan_to_num(x), side="left"))
+    out = np.zeros(fit.target.shape)
+    np.add.at(out, (cell, slot), 1.0 / len(values))
+    return out
+
+
+def test_queries_by_numeric_bins_are_fitted_and_counted_as_the_private_table_counts():
+    """Column 0's intervals by column 1's bins (edges 0.5; bin 2 holds column 1's nulls): the target puts
+    column 0 low where column 1 is low and high where it is high, which no single-column answer says."""
+    codes, values, _ = case()
+    null_share = np.isnan(values[:, 1]).mean()
+    target = np.zeros((3, 3))  # bins × (2 intervals + null)
+    target[0, 0] = target[1, 1] = (1 - null_share) / 2  # (x1 <= 0.5, x0 <= 0.5) and (x1 > 0.5, x0 > 0.5)
+    target[2, :2] = null_share / 2
+    joint = Fit(RelaxedQuery((), (0,), (1.0,), (0.5,), bins=((1, (0.5,), 3),)), target, 1.0)
+    new_codes, fitted, before, after = fit(codes, values, [joint])
+    assert np.isclose(before, float(((binned_counts(values, joint) - target) ** 2).sum()))
+    assert np.isclose(after, float(((binned_counts(fitted, joint) - target) ** 2).sum()))
+    assert np.abs(binned_counts(fitted, joint) - target).sum() < 0.05 < np.abs(binned_counts(values, joint) - target).sum()
+    assert np.array_equal(np.isnan(fitted), np.isnan(values))
