@@ -295,15 +295,16 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
         fits = [_fit(layout, m, total, reference) for m in first]
         if fits:
             relaxed.project(table, fits, START_BETA, MAX_BETA, steps=options.steps, lr=LOGIT_RATE)
-    record_fits: list[relaxed.Fit] = []  # fitted by the records alone (step 3b)
+    record_fits: list[relaxed.Fit] = []  # fitted by the records alone: step 3b, and step 4's numeric pairs
     if mixed or by_group:
+        projected = len(fits)
         with ctx.timed("measuring"):
             for m in _mixed_marginals(private, layout, table, mixed, rho_mixed):
                 # by a numeric column's bins: only the records can fit it (relaxed.RelaxedQuery.bins)
                 (record_fits if layout.relaxed(m.query).bins else fits).append(_fit(layout, m, total, reference))
             record_fits += [_fit(layout, m, total, reference)
                             for m in _by_group(private, layout, table, by_group, rho_by_group)]
-        if mixed:
+        if len(fits) > projected:
             with ctx.timed("projecting"):
                 relaxed.project(table, fits, START_BETA, MAX_BETA, steps=options.steps, lr=LOGIT_RATE)
     chosen_kinds: Counter = Counter()
