@@ -85,7 +85,7 @@ def fit_records(codes: np.ndarray, sizes: tuple[int, ...], values: np.ndarray, f
     edges = []
     for j in range(p):
         single = [c for t in queries if t.columns == (j,) for c in t.cuts] + \
-                 [x for e in entries if e[1] == j for x in e[2]]
+                 [x for i in binned[j] for x in entries[i][2]]
         edges.append(np.unique(np.clip(np.concatenate([[low, high], single]), low, high)))
     edge_ptr = np.cumsum([0] + [len(e) for e in edges]).astype(np.int64)
     before, after = _descend(codes, np.asarray(sizes, dtype=np.int64), out, by, by_stride, by_ptr, cols, col_ptr,
@@ -133,6 +133,7 @@ def _descend(codes, sizes, values, by, by_stride, by_ptr, cols, col_ptr, directi
     n, p = values.shape
     nq = len(weights)
     share = 1.0 / n
+    old_bin = np.zeros(len(nb_entry), np.int64)  # a value's bins before a move, per entry that bins it
     proj = np.zeros((nq, n))
     slot = np.zeros((nq, n), np.int64)
     cell = np.zeros((nq, n), np.int64)
@@ -197,6 +198,8 @@ def _descend(codes, sizes, values, by, by_stride, by_ptr, cols, col_ptr, directi
                 if np.isnan(old_v) or (num_ptr[j] == num_ptr[j + 1] and nb_ptr[j] == nb_ptr[j + 1]):
                     continue
                 best_v, best_delta = old_v, 0.0
+                for i in range(nb_ptr[j], nb_ptr[j + 1]):
+                    old_bin[i] = _bin(bin_edges, bin_eptr, bin_null, nb_entry[i], old_v)
                 for t in range(tries):
                     if t % 2 == 0:
                         new_v = values[np.random.randint(n), j]
@@ -218,12 +221,11 @@ def _descend(codes, sizes, values, by, by_stride, by_ptr, cols, col_ptr, directi
                             delta += weights[q] * (2 * share * (res[base + s1] - res[base + s0]) + 2 * share * share)
                     for i in range(nb_ptr[j], nb_ptr[j + 1]):
                         e = nb_entry[i]
-                        b0 = _bin(bin_edges, bin_eptr, bin_null, e, old_v)
-                        b1 = _bin(bin_edges, bin_eptr, bin_null, e, new_v)
-                        if b1 != b0:
+                        moved = _bin(bin_edges, bin_eptr, bin_null, e, new_v) - old_bin[i]
+                        if moved != 0:
                             q = bin_q[e]
                             a = res_ptr[q] + cell[q, r] * nslots[q] + slot[q, r]
-                            b = a + (b1 - b0) * bin_stride[e] * nslots[q]
+                            b = a + moved * bin_stride[e] * nslots[q]
                             delta += weights[q] * (2 * share * (res[b] - res[a]) + 2 * share * share)
                     if delta < best_delta:
                         best_v, best_delta = new_v, delta
@@ -242,8 +244,7 @@ def _descend(codes, sizes, values, by, by_stride, by_ptr, cols, col_ptr, directi
                             slot[q, r] = s1
                     for i in range(nb_ptr[j], nb_ptr[j + 1]):
                         e = nb_entry[i]
-                        moved = _bin(bin_edges, bin_eptr, bin_null, e, best_v) - _bin(bin_edges, bin_eptr, bin_null,
-                                                                                      e, old_v)
+                        moved = _bin(bin_edges, bin_eptr, bin_null, e, best_v) - old_bin[i]
                         if moved != 0:
                             q = bin_q[e]
                             a = res_ptr[q] + cell[q, r] * nslots[q] + slot[q, r]

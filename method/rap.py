@@ -255,7 +255,7 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
         options = dataclasses.replace(options, target=None)
     rho_groups = GROUP_SHARE * rho if layout.groups else 0.0
     by_group = [c for c in layout.free + layout.numeric
-                if len(layout.groups) and domain.size(layout.groups) * _slots(layout, c) <= options.max_cells]
+                if domain.size(layout.groups) * _slots(layout, c) <= options.max_cells] if layout.groups else []
     rho_by_group = GROUP_COLUMN_SHARE * rho if by_group else 0.0
     rest = (rho - rho_groups - rho_by_group) / rho  # the other steps' shares are of what these leave
     rho_one_way = ONE_WAY_SHARE * rest * rho
@@ -299,11 +299,14 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
     if mixed or by_group:
         projected = len(fits)
         with ctx.timed("measuring"):
-            for m in _mixed_marginals(private, layout, table, mixed, rho_mixed):
+            # MIX_CUTS cuts per numeric column at the relaxed table's quantiles (post-processing)
+            values = relaxed.to_numpy(table.values).astype(np.float64)
+            cuts = [_quantile_cuts(values[:, j], MIX_CUTS) for j in range(len(layout.numeric))]
+            for m in _mixed_marginals(private, layout, cuts, mixed, rho_mixed):
                 # by a numeric column's bins: only the records can fit it (relaxed.RelaxedQuery.bins)
                 (record_fits if layout.relaxed(m.query).bins else fits).append(_fit(layout, m, total, reference))
             record_fits += [_fit(layout, m, total, reference)
-                            for m in _by_group(private, layout, table, by_group, rho_by_group)]
+                            for m in _by_group(private, layout, cuts, by_group, rho_by_group)]
         if len(fits) > projected:
             with ctx.timed("projecting"):
                 relaxed.project(table, fits, START_BETA, MAX_BETA, steps=options.steps, lr=LOGIT_RATE)
@@ -324,26 +327,22 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
         return _records(layout, domain, table, members, sizes, ctx.rng, fits + record_fits)
 
 
-def _mixed_marginals(private: PrivateTable, layout: _Layout, table: relaxed.RelaxedTable,
+def _mixed_marginals(private: PrivateTable, layout: _Layout, cuts: list[tuple[float, ...]],
                      pairs: list[tuple[str, str]], rho: float) -> list[Measurement]:
     """Step 4 of the module doc: for each (numeric column, other column) of ``pairs``, the numeric
-    column's interval counts per code of the other (a numeric one's bins), cut at MIX_CUTS quantiles of
-    the relaxed table's values (post-processing).  Privacy cost: ``rho``, in equal shares."""
-    values = relaxed.to_numpy(table.values).astype(np.float64)
-    return [private.measure(layout.intervals((j,), (1.0,), _quantile_cuts(values[:, j], MIX_CUTS), (c,)),
-                            rho / len(pairs))
+    column's interval counts per code of the other (a numeric one's bins), cut at its ``cuts`` (public).
+    Privacy cost: ``rho``, in equal shares."""
+    return [private.measure(layout.intervals((j,), (1.0,), cuts[j], (c,)), rho / len(pairs))
             for j, c in ((layout.numeric.index(column), c) for column, c in pairs)]
 
 
-def _by_group(private: PrivateTable, layout: _Layout, table: relaxed.RelaxedTable, columns: list[str],
+def _by_group(private: PrivateTable, layout: _Layout, cuts: list[tuple[float, ...]], columns: list[str],
               rho: float) -> list[Measurement]:
     """Step 3b of the module doc: each of ``columns`` per group (a categorical column's counts, a numeric
-    column's interval counts cut at MIX_CUTS quantiles of the relaxed table's values: post-processing).
-    Privacy cost: ``rho``, in equal shares."""
-    values = relaxed.to_numpy(table.values).astype(np.float64)
+    column's interval counts cut at its ``cuts``, public).  Privacy cost: ``rho``, in equal shares."""
     queries = [Marginal(layout.groups + (c,)) if not layout.domain.is_numeric(c) else
-               layout.intervals((j := layout.numeric.index(c),), (1.0,), _quantile_cuts(values[:, j], MIX_CUTS),
-                                layout.groups) for c in columns]
+               layout.intervals((layout.numeric.index(c),), (1.0,), cuts[layout.numeric.index(c)], layout.groups)
+               for c in columns]
     return [private.measure(q, rho / len(queries)) for q in queries]
 
 
@@ -546,7 +545,8 @@ def _records(layout: _Layout, domain, table: relaxed.RelaxedTable, members: list
 def _fit_records(layout: _Layout, cat_codes: list[np.ndarray], values: np.ndarray, fits: list[relaxed.Fit],
                  rng: np.random.Generator) -> tuple[list[np.ndarray], np.ndarray]:
     """The records' categorical codes (group columns fixed) and numeric values (relaxed scale) moved toward
-    the projection's ``fits`` (every measurement but the group counts, weighted alike) by lib/record_fit.py's
+    ``fits`` (every measurement but the group counts, weighted as the projection weighs them, and those only
+    the records fit) by lib/record_fit.py's
     coordinate descent (post-processing).  The projection leaves values on the wrong side of far cuts:
     after the last projection of an adult_raw run (eps 10) its answers were 0.2-0.5 (total variation)
     from the exact answers of education-num by income and of numeric-pair projections, whose noise was
