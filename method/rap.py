@@ -11,10 +11,14 @@ Measurements (all through the private table, Gaussian, sensitivity from theta):
 
 1. noisy group counts (GROUP_SHARE of the budget) when there are group columns; the shares of steps
    2-4 below are of what steps 1 and 3b leave;
-2. every column's 1-way answer (ONE_WAY_SHARE, split equally), per target value with ``--target``:
-   a categorical column's counts, or a numeric column's counts in FINE_INTERVALS equal intervals
-   of its public range (at the public file's quantiles when one is given), with cuts at both bounds
-   so that a spike there (zero incomes, top codes) has a slot of its own, plus nulls;
+2. every column's 1-way answer (ONE_WAY_SHARE, split equally): a categorical column's counts, or a
+   numeric column's counts in FINE_INTERVALS equal intervals of its public range (at the public file's
+   quantiles when one is given), with cuts at both bounds so that a spike there (zero incomes, top
+   codes) has a slot of its own, plus nulls; with ``--target``, per target value where the table has
+   numeric columns (the rounds then spend mostly on numeric queries, and without these pairs adult_raw's
+   synthetic-trained macro F1 fell from 0.764 to 0.707 at eps 1), else each column alone and the target's
+   counts (the rounds choose which pairs with the target matter: categorical Adult at eps 1, 3 seeds,
+   2-way TVD 0.0473 per target value, 0.040 not);
 3. with numeric columns, every pair of categorical columns (other than the target, whose pairs step
    2 holds) of at most ``max_cells`` cells (PAIR_SHARE, split equally).  Without numeric columns the
    rounds' candidates are categorical marginals alone and the selection finds the pairs that matter:
@@ -48,7 +52,12 @@ the noisy group counts, shrunk toward the product of their totals (method/groups
 the relaxed rows: categorical values from their probabilities, numeric values as fitted; then
 moves the records' codes and values toward every noisy answer by discrete coordinate descent
 (lib/record_fit.py, post-processing), which mends what the sigmoids' vanishing gradients left
-unfitted (the release rounds values to the column's precision and recomputes their codes).
+unfitted (the release rounds values to the column's precision and recomputes their codes); last,
+each categorical column that no interval query reads is exchanged among the records that agree on
+every column measured with it (lib/exchange.py, as method/adaptive.py does), which keeps every
+measured marginal's counts and drops associations nothing measured (categorical Adult at eps 1,
+3 seeds: 2-way TVD 0.0500 -> 0.0473).  Projections after the first start at RESTART_BETA, not at
+START_BETA.
 """
 from __future__ import annotations
 
@@ -64,6 +73,7 @@ import numpy as np
 from lib import record_fit, relaxed
 from lib.consistency import common_total
 from lib.domain import scale_to_unit
+from lib.exchange import exchange_within
 from lib.privacy.private_table import Measurement, PrivateTable
 from lib.privacy.queries import Intervals, Marginal
 from lib.progress import progress
@@ -83,6 +93,12 @@ FINE_INTERVALS = 32     # intervals of a numeric column's first measurement
 CUTS = 16               # cuts of a candidate's interval counts
 DIRECTIONS = 8          # random directions over all numeric columns per round (linear thresholds)
 START_BETA, MAX_BETA = 8.0, 1024.0
+# Projections after the first start at this inverse temperature: the table already fits the earlier answers
+# at MAX_BETA, and restarting at START_BETA smoothed that fit away only to redo it (bench/RESULTS.md "RAP++",
+# 3 seeds: the demo at eps 1, 182 -> 115 s and mixed-marginal error 0.0038 -> 0.0035; adult_raw at eps 10,
+# 0.0074 -> 0.0044; 32 as good but 150 s on the demo, 256 worse on the demo)
+RESTART_BETA = 128.0
+VALUE_RATE = 0.05       # Adam's step on numeric values at START_BETA (lib/relaxed.py project: shrinks as 1/beta)
 LOGIT_RATE = 0.03       # Adam's step on categorical logits: at 0.3 rows turned one-hot within the first
                         # projection and then hardly moved (softmax gradients vanish), so later rounds'
                         # measurements went unfitted (bench/RESULTS.md "RAP++")
@@ -278,12 +294,8 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
     with ctx.timed("measuring"):
         counts = private.measure(Marginal(layout.groups), rho_groups, f"group counts ({' × '.join(layout.groups)})") \
             if layout.groups else None
-        columns = [c for c in layout.free + layout.numeric if c != options.target]
-        if options.target is not None and not columns:
-            columns = [options.target]
-        by = (options.target,) if options.target is not None and columns != [options.target] else ()
-        first = [private.measure(_one_way(layout, c, public, by), rho_one_way / len(columns)) for c in columns] \
-            if columns else []
+        queries = _first_queries(layout, options.target, public)
+        first = [private.measure(q, rho_one_way / len(queries)) for q in queries]
         first += [private.measure(q, rho_pairs / len(pairs)) for q in pairs]
     measured = ([counts] if counts else []) + first  # each counts every row once
     total = common_total([m.noisy for m in measured], [m.sigma for m in measured])
@@ -294,7 +306,7 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
         table, members = _start(layout, public, sizes, options.rows, ctx.rng, xp, first)
         fits = [_fit(layout, m, total, reference) for m in first]
         if fits:
-            relaxed.project(table, fits, START_BETA, MAX_BETA, steps=options.steps, lr=LOGIT_RATE)
+            _project(table, fits, options, START_BETA)
     record_fits: list[relaxed.Fit] = []  # fitted by the records alone: step 3b, and step 4's numeric pairs
     if mixed or by_group:
         projected = len(fits)
@@ -309,7 +321,7 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
                             for m in _by_group(private, layout, cuts, by_group, rho_by_group)]
         if len(fits) > projected:
             with ctx.timed("projecting"):
-                relaxed.project(table, fits, START_BETA, MAX_BETA, steps=options.steps, lr=LOGIT_RATE)
+                _project(table, fits, options)
     chosen_kinds: Counter = Counter()
     with progress(options.rounds, "rap rounds", "round", log) as bar:
         for t in range(options.rounds):
@@ -318,13 +330,20 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
             chosen_kinds.update(_kind(m.query) for m in picked)
             fits += [_fit(layout, m, total, reference) for m in picked]
             with ctx.timed("projecting"):
-                stats = relaxed.project(table, fits, START_BETA, MAX_BETA, steps=options.steps, lr=LOGIT_RATE)
+                stats = _project(table, fits, options)
             log.debug("rap round %d: %s; projection %d steps, loss %.4g", t + 1,
                       "; ".join(m.query.describe() for m in picked), stats["steps"], stats["loss"])
             bar.update()
     log.info("rap: measured %s", ", ".join(f"{n} {kind}" for kind, n in sorted(chosen_kinds.items())) or "nothing")
     with ctx.timed("sampling"):
         return _records(layout, domain, table, members, sizes, ctx.rng, fits + record_fits)
+
+
+def _project(table: relaxed.RelaxedTable, fits: list[relaxed.Fit], options: RapOptions,
+             beta: float = RESTART_BETA) -> dict:
+    """relaxed.project from inverse temperature ``beta`` to MAX_BETA, numeric values' steps as from START_BETA."""
+    return relaxed.project(table, fits, beta, MAX_BETA, steps=options.steps, lr=LOGIT_RATE,
+                           value_lr=VALUE_RATE * START_BETA / beta)
 
 
 def _mixed_marginals(private: PrivateTable, layout: _Layout, cuts: list[tuple[float, ...]],
@@ -344,6 +363,14 @@ def _by_group(private: PrivateTable, layout: _Layout, cuts: list[tuple[float, ..
                layout.intervals((layout.numeric.index(c),), (1.0,), cuts[layout.numeric.index(c)], layout.groups)
                for c in columns]
     return [private.measure(q, rho / len(queries)) for q in queries]
+
+
+def _first_queries(layout: _Layout, target: str | None, public: PublicData | None) -> list:
+    """Step 2 of the module doc: every column's 1-way answer, per value of ``target`` where the table has
+    numeric columns (the target's own counts then among them), else each alone and the target's counts."""
+    by = (target,) if target is not None and layout.numeric else ()
+    queries = [_one_way(layout, c, public, by) for c in layout.free + layout.numeric if c != target]
+    return queries + [Marginal((target,))] if target is not None and not by else queries
 
 
 def _slots(layout: _Layout, column: str) -> int:
@@ -528,11 +555,13 @@ def _records(layout: _Layout, domain, table: relaxed.RelaxedTable, members: list
              rng: np.random.Generator, fits: list[relaxed.Fit]) -> SynthesisResult:
     """Each group's rows of output drawn from its relaxed rows in turn (each draw afresh); codes for the
     categorical columns (0 for those the release sets later) and raw values for the numeric ones, both
-    then moved toward the projection's ``fits`` (``_fit_records``)."""
+    then moved toward the projection's ``fits`` (``_fit_records``), the codes then exchanged
+    (``_exchange_unmeasured``)."""
     rows = np.concatenate([m[np.arange(s) % len(m)] for m, s in zip(members, sizes) if s > 0 and len(m)] or
                           [np.zeros(0, dtype=np.int64)])
     cat_codes, values = relaxed.sample(table, rows, rng)
     cat_codes, values = _fit_records(layout, cat_codes, values, fits, rng)
+    cat_codes = _exchange_unmeasured(layout, cat_codes, fits, rng)
     codes = np.zeros((len(rows), len(domain.names)), dtype=np.int32)
     for column, c in zip(layout.categorical, cat_codes):
         codes[:, domain.index(column)] = c
@@ -540,6 +569,26 @@ def _records(layout: _Layout, domain, table: relaxed.RelaxedTable, members: list
     for j, column in enumerate(layout.numeric):
         raw[column] = layout.scales[j].raw(values[:, j])
     return SynthesisResult(codes, raw)
+
+
+def _exchange_unmeasured(layout: _Layout, cat_codes: list[np.ndarray], fits: list[relaxed.Fit],
+                         rng: np.random.Generator) -> list[np.ndarray]:
+    """Each free categorical column that no interval query reads, exchanged among the records that agree on
+    the group columns and every categorical column measured with it (lib/exchange.py; post-processing):
+    every measured marginal keeps the records' counts, and associations nobody measured go."""
+    if not cat_codes:
+        return cat_codes
+    codes = np.column_stack(cat_codes)
+    numeric_by = {j for f in fits if f.query.columns or f.query.bins for j in f.query.by}
+    changed = 0
+    for j in range(len(layout.groups), len(layout.categorical)):
+        if j in numeric_by:
+            continue
+        by = {c for f in fits if j in f.query.by for c in f.query.by} | set(range(len(layout.groups)))
+        changed += exchange_within(codes, j, sorted(by - {j}), rng)
+    log.info("rap: categorical columns exchanged among records that agree on the columns measured with them "
+             "(%d values moved)", changed)
+    return list(codes.T)
 
 
 def _fit_records(layout: _Layout, cat_codes: list[np.ndarray], values: np.ndarray, fits: list[relaxed.Fit],

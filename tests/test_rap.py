@@ -12,6 +12,7 @@ from lib.privacy.accounting import Ledger
 from lib.privacy.private_table import PrivateTable
 from lib.privacy.queries import Intervals
 from main import main
+from method import rap
 
 N = 400
 
@@ -242,15 +243,28 @@ def test_seeded_runs_repeat_exactly(runs):
         pd.testing.assert_frame_equal(a.table, b.table)
 
 
-def test_without_numeric_columns_no_pair_is_measured_before_the_rounds():
+def test_without_numeric_columns_each_column_is_measured_alone_before_the_rounds():
     frame, params = data()
     categorical = ["SEX", "JOB", "LABEL"]
     params = dict(params, runs=params["runs"][:1], schema={c: params["schema"][c] for c in categorical})
     (run,) = release(frame[categorical], params, None, "rap", OPTIONS, seed=2, group_columns=())
     steps = [c.step for c in run.ledger.charges]
-    assert steps[:2] == ["2-way marginal SEX × LABEL", "2-way marginal JOB × LABEL"]
-    assert steps[2].startswith("rap round 1")
+    assert steps[:3] == ["1-way marginal SEX", "1-way marginal JOB", "1-way marginal LABEL"]
+    assert steps[3].startswith("rap round 1")
     assert sum(c.rho for c in run.ledger.charges) == pytest.approx(run.ledger.budget, rel=1e-9)
+
+
+def test_the_exchange_keeps_measured_marginals_and_drops_unmeasured_associations():
+    layout = rap._Layout(None, ["G", "A", "B", "C"], [], ("G",), [])
+    rng = np.random.default_rng(0)
+    g, a = rng.integers(0, 2, 4000), rng.integers(0, 3, 4000)
+    codes = [g, a, (a + (rng.random(4000) < 0.1)) % 3, a.copy()]  # B and C copy A; only A × B is measured
+    fits = [relaxed.Fit(relaxed.RelaxedQuery(by), np.zeros(1), 1.0) for by in [(1, 2), (3,), (0, 3)]]
+    out = rap._exchange_unmeasured(layout, [c.copy() for c in codes], fits, np.random.default_rng(1))
+    counts = lambda cs, cols: np.unique(np.column_stack([cs[j] for j in cols]), axis=0, return_counts=True)[1]
+    for cols in [(1, 2), (0, 3), (0,)]:
+        assert np.array_equal(counts(out, cols), counts(codes, cols))
+    assert np.mean(out[1] == out[3]) < 0.5 and np.mean(out[1] == out[2]) > 0.85  # A × C was never measured
 
 
 def test_groups_get_their_noisy_sizes():
