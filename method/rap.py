@@ -71,6 +71,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lib import record_fit, relaxed
+from lib.constraints import NO_BOXES
 from lib.consistency import common_total
 from lib.domain import scale_to_unit
 from lib.exchange import exchange_within
@@ -338,7 +339,7 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
             bar.update()
     log.info("rap: measured %s", ", ".join(f"{n} {kind}" for kind, n in sorted(chosen_kinds.items())) or "nothing")
     with ctx.timed("sampling"):
-        return _records(layout, domain, table, members, sizes, ctx.rng, fits + record_fits)
+        return _records(layout, domain, table, members, sizes, ctx.rng, fits + record_fits, ctx.boxes)
 
 
 def _project(table: relaxed.RelaxedTable, fits: list[relaxed.Fit], options: RapOptions,
@@ -554,7 +555,7 @@ def _kind(query) -> str:
 
 
 def _records(layout: _Layout, domain, table: relaxed.RelaxedTable, members: list[np.ndarray], sizes: np.ndarray,
-             rng: np.random.Generator, fits: list[relaxed.Fit]) -> SynthesisResult:
+             rng: np.random.Generator, fits: list[relaxed.Fit], boxes=NO_BOXES) -> SynthesisResult:
     """Each group's rows of output drawn from its relaxed rows in turn (each draw afresh); codes for the
     categorical columns (0 for those the release sets later) and raw values for the numeric ones, both
     then moved toward the projection's ``fits`` (``_fit_records``), the codes then exchanged
@@ -563,7 +564,7 @@ def _records(layout: _Layout, domain, table: relaxed.RelaxedTable, members: list
                           [np.zeros(0, dtype=np.int64)])
     cat_codes, values = relaxed.sample(table, rows, rng)
     cat_codes, values = _fit_records(layout, cat_codes, values, fits, rng)
-    cat_codes = _exchange_unmeasured(layout, cat_codes, fits, rng)
+    cat_codes = _exchange_unmeasured(layout, cat_codes, fits, rng, boxes)
     codes = np.zeros((len(rows), len(domain.names)), dtype=np.int32)
     for column, c in zip(layout.categorical, cat_codes):
         codes[:, domain.index(column)] = c
@@ -574,19 +575,25 @@ def _records(layout: _Layout, domain, table: relaxed.RelaxedTable, members: list
 
 
 def _exchange_unmeasured(layout: _Layout, cat_codes: list[np.ndarray], fits: list[relaxed.Fit],
-                         rng: np.random.Generator) -> list[np.ndarray]:
+                         rng: np.random.Generator, boxes=NO_BOXES) -> list[np.ndarray]:
     """Each free categorical column that no interval query reads, exchanged among the records that agree on
-    the group columns and every categorical column measured with it (lib/exchange.py; post-processing):
-    every measured marginal keeps the records' counts, and associations nobody measured go."""
+    the group columns, every categorical column measured with it and every column an edit rule reads with
+    it (lib/exchange.py; post-processing): every measured marginal keeps the records' counts, no record
+    enters an edit rule's box, and associations nobody measured go.  A column that a rule reads with a
+    numeric column stays."""
     if not cat_codes:
         return cat_codes
     codes = np.column_stack(cat_codes)
     numeric_by = {j for f in fits if f.query.columns or f.query.bins for j in f.query.by}
+    names = layout.domain.names if boxes.boxes else ()
     changed = 0
     for j in range(len(layout.groups), len(layout.categorical)):
-        if j in numeric_by:
+        ruled = {names[c] for box in boxes.boxes if names.index(layout.categorical[j]) in box.columns
+                 for c in box.columns}
+        if j in numeric_by or not ruled <= set(layout.categorical):
             continue
         by = {c for f in fits if j in f.query.by for c in f.query.by} | set(range(len(layout.groups)))
+        by |= {layout.categorical.index(c) for c in ruled}
         changed += exchange_within(codes, j, sorted(by - {j}), rng)
     log.info("rap: categorical columns exchanged among records that agree on the columns measured with them "
              "(%d values moved)", changed)

@@ -7,6 +7,7 @@ import pytest
 
 from api import release
 from lib import relaxed
+from lib.constraints import Box, Boxes
 from lib.domain import Domain
 from lib.privacy.accounting import Ledger
 from lib.privacy.private_table import PrivateTable
@@ -265,6 +266,19 @@ def test_the_exchange_keeps_measured_marginals_and_drops_unmeasured_associations
     for cols in [(1, 2), (0, 3), (0,)]:
         assert np.array_equal(counts(out, cols), counts(codes, cols))
     assert np.mean(out[1] == out[3]) < 0.5 and np.mean(out[1] == out[2]) > 0.85  # A × C was never measured
+
+
+def test_the_exchange_moves_no_record_into_an_edit_rule_box():
+    domain = Domain(("G", "A", "B", "C"), (2, 3, 3, 3), {})
+    layout = rap._Layout(domain, list(domain.names), [], ("G",), [])
+    rng = np.random.default_rng(0)
+    g, a = rng.integers(0, 2, 4000), rng.integers(0, 3, 4000)
+    codes = [g, a, rng.integers(0, 3, 4000), a.copy()]
+    box = Box((1, 3), (np.array([True, False, False]), np.array([False, True, True])), 3, "A = 0 => C = 0")
+    assert not box.contains(np.column_stack(codes)).any()
+    fits = [relaxed.Fit(relaxed.RelaxedQuery(by), np.zeros(1), 1.0) for by in [(1, 2), (3,)]]
+    out = rap._exchange_unmeasured(layout, [c.copy() for c in codes], fits, np.random.default_rng(1), Boxes((box,)))
+    assert not box.contains(np.column_stack(out)).any()
 
 
 def test_groups_get_their_noisy_sizes():
