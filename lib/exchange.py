@@ -21,3 +21,16 @@ def exchange_within(records: np.ndarray, column: int, by: list[int], rng: np.ran
     before = records[:, column].copy()
     records[blocks, column] = before[shuffled]
     return int(np.count_nonzero(records[:, column] != before))
+
+
+def exchange_unmeasured(records: np.ndarray, columns: list[int], together: list[tuple[int, ...]],
+                        rng: np.random.Generator) -> int:
+    """Each of ``columns`` in turn exchanged (``exchange_within``) among the records that agree on every
+    column that shares a tuple of ``together`` with it (measured marginals, edit rules' columns), in
+    place; returns how many values moved.  Every tuple of ``together`` keeps its counts; what goes is
+    each column's association with the columns it shares no tuple with."""
+    changed = 0
+    for j in columns:
+        by = {c for cols in together if j in cols for c in cols}
+        changed += exchange_within(records, j, sorted(by - {j}), rng)
+    return changed

@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from lib.consistency import MAX_FIT_ITERATIONS, TOLERANCE, fit_to_margins, make_consistent
-from lib.exchange import exchange_within
+from lib.exchange import exchange_unmeasured
 from lib.gum import GumOptions, gum
 from lib.marginals import clip_and_normalise, count_marginal
 from lib.privacy.private_table import PrivateTable
@@ -243,11 +243,10 @@ class Model:
         marginal keeps the records' counts and no record enters a box (each block's other box columns are
         equal, and each value was allowed with them); what goes is the association with unmeasured columns
         that GUM's duplicates copy in.  Post-processing."""
-        changed = 0
-        for j in columns:
-            by = {c for key in self.noisy if j in key for c in key}
-            by |= {c for box in boxes.boxes if j in box.columns for c in box.columns}
-            changed += exchange_within(self.records, j, sorted(by - {j} - set(self.group_idx)), rng)
+        groups = set(self.group_idx)  # not model records' columns
+        together = [tuple(c for c in cols if c not in groups)
+                    for cols in [*self.noisy, *(box.columns for box in boxes.boxes)]]
+        changed = exchange_unmeasured(self.records, columns, together, rng)
         log.info("adaptive: each column exchanged among records that agree on the columns measured with it "
                  "(%d values of %d records moved)", changed, len(self.records))
 

@@ -74,7 +74,7 @@ from lib import record_fit, relaxed
 from lib.constraints import NO_BOXES
 from lib.consistency import common_total
 from lib.domain import scale_to_unit
-from lib.exchange import exchange_within
+from lib.exchange import exchange_unmeasured
 from lib.privacy.private_table import Measurement, PrivateTable
 from lib.privacy.queries import Intervals, Marginal
 from lib.progress import progress
@@ -584,17 +584,19 @@ def _exchange_unmeasured(layout: _Layout, cat_codes: list[np.ndarray], fits: lis
     if not cat_codes:
         return cat_codes
     codes = np.column_stack(cat_codes)
-    numeric_by = {j for f in fits if f.query.columns or f.query.bins for j in f.query.by}
-    names = layout.domain.names if boxes.boxes else ()
-    changed = 0
-    for j in range(len(layout.groups), len(layout.categorical)):
-        ruled = {names[c] for box in boxes.boxes if names.index(layout.categorical[j]) in box.columns
-                 for c in box.columns}
-        if j in numeric_by or not ruled <= set(layout.categorical):
-            continue
-        by = {c for f in fits if j in f.query.by for c in f.query.by} | set(range(len(layout.groups)))
-        by |= {layout.categorical.index(c) for c in ruled}
-        changed += exchange_within(codes, j, sorted(by - {j}), rng)
+    position = {c: i for i, c in enumerate(layout.categorical)}
+    stay = {j for f in fits if f.query.columns or f.query.bins for j in f.query.by}
+    rules = []
+    for box in boxes.boxes:
+        ruled = [layout.domain.names[c] for c in box.columns]
+        if all(c in position for c in ruled):
+            rules.append(tuple(position[c] for c in ruled))
+        else:
+            stay |= {position[c] for c in ruled if c in position}
+    groups = tuple(range(len(layout.groups)))
+    movable = [j for j in range(len(groups), len(layout.categorical)) if j not in stay]
+    together = [f.query.by for f in fits] + rules + [groups + (j,) for j in movable]
+    changed = exchange_unmeasured(codes, movable, together, rng)
     log.info("rap: categorical columns exchanged among records that agree on the columns measured with them "
              "(%d values moved)", changed)
     return list(codes.T)
