@@ -11,11 +11,13 @@ coordinate descent on
 A_q the records' counts of target q (shares of the records) per cell of its categorical ``by``
 columns and numeric ``bins`` and, where q reads numeric columns, per interval of w_q·x (a marginal
 has one slot per cell), T_q its target (shares too).  Each sweep visits every record in random order and, for
-each of its movable categorical codes and non-null numeric values, tries new ones and keeps the
+each of its movable categorical codes and numeric values, tries new ones and keeps the
 best when it lowers the loss: every code of a column of at most ``tries`` codes, else ``tries``
 random ones; for a numeric value ``tries`` new values, half copied from a random record's value
 of that column, half drawn uniformly inside a random interval between the column's single-column
-cuts and bin edges.  Nulls and fixed columns (group columns) are never changed.
+cuts and bin edges.  A copied null is a try only in a ``nullable`` column, and only there does a
+null value move (a query that reads a null value counts the record in its null slot or bin).
+Fixed columns (group columns) are never changed.
 
 Reads only records and targets, never private data: costs no privacy budget.
 """
@@ -29,12 +31,14 @@ from lib.relaxed import Fit
 
 def fit_records(codes: np.ndarray, sizes: tuple[int, ...], values: np.ndarray, fits: list[Fit],
                 low: float, high: float, rng: np.random.Generator, fixed: tuple[int, ...] = (),
-                sweeps: int = 3, tries: int = 16) -> tuple[np.ndarray, np.ndarray, float, float]:
+                nullable: tuple[bool, ...] = (), sweeps: int = 3,
+                tries: int = 16) -> tuple[np.ndarray, np.ndarray, float, float]:
     """Copies of ``codes`` (records × categorical columns of ``sizes`` codes) and ``values`` (records ×
     numeric columns, NaN for nulls) moved toward ``fits`` (lib/relaxed.py's: a query's ``by`` are
     positions in ``codes``, its numeric ``columns`` positions in ``values``; targets in shares of the
     records) by the coordinate descent of the module doc; codes of the ``fixed`` columns stay; new
-    values lie in [``low``, ``high``].  Returns (codes, values, loss before, loss after); the loss
+    values lie in [``low``, ``high``]; the numeric columns flagged in ``nullable`` (default: none) may
+    move to and from null.  Returns (codes, values, loss before, loss after); the loss
     never rises.  Deterministic given ``rng``'s state."""
     codes = np.ascontiguousarray(codes, dtype=np.int64).copy().reshape(len(values), len(sizes))
     out = np.ascontiguousarray(values, dtype=np.float64).copy()
@@ -88,10 +92,12 @@ def fit_records(codes: np.ndarray, sizes: tuple[int, ...], values: np.ndarray, f
                  [x for i in binned[j] for x in entries[i][2]]
         edges.append(np.unique(np.clip(np.concatenate([[low, high], single]), low, high)))
     edge_ptr = np.cumsum([0] + [len(e) for e in edges]).astype(np.int64)
+    may_null = np.zeros(p, dtype=np.bool_)
+    may_null[:len(nullable)] = np.asarray(nullable, dtype=np.bool_)
     before, after = _descend(codes, np.asarray(sizes, dtype=np.int64), out, by, by_stride, by_ptr, cols, col_ptr,
                              direction, cuts, cut_ptr, nslots, res, res_ptr, weights, cat_q, cat_stride, cat_ptr,
                              num_q, num_ptr, np.concatenate(edges + [np.zeros(0)]), edge_ptr, bin_q, bin_col,
-                             bin_edges, bin_eptr, bin_null, bin_stride, nb_entry, nb_ptr, sweeps, tries,
+                             bin_edges, bin_eptr, bin_null, bin_stride, nb_entry, nb_ptr, may_null, sweeps, tries,
                              int(rng.integers(2 ** 62)))
     return codes.astype(np.int32), out, before, after
 
@@ -126,15 +132,26 @@ def _weight_of(cols, direction, c0, c1, j):
 
 
 @numba.njit(cache=True)
+def _moved_slot(cuts, cut_ptr, col_ptr, cols, direction, nslots, proj, nulls, q, r, j, old_v, new_v):
+    """Query q's slot of record r were its value of numeric column j ``new_v`` instead of ``old_v`` (either NaN)."""
+    if nulls[q, r] - int(np.isnan(old_v)) + int(np.isnan(new_v)) > 0:
+        return nslots[q] - 1
+    w = _weight_of(cols, direction, col_ptr[q], col_ptr[q + 1], j)
+    x = proj[q, r] + w * ((0.0 if np.isnan(new_v) else new_v) - (0.0 if np.isnan(old_v) else old_v))
+    return _slot(cuts, cut_ptr[q], cut_ptr[q + 1], x)
+
+
+@numba.njit(cache=True)
 def _descend(codes, sizes, values, by, by_stride, by_ptr, cols, col_ptr, direction, cuts, cut_ptr, nslots,
              res, res_ptr, weights, cat_q, cat_stride, cat_ptr, num_q, num_ptr, edges, edge_ptr, bin_q, bin_col,
-             bin_edges, bin_eptr, bin_null, bin_stride, nb_entry, nb_ptr, sweeps, tries, seed):
+             bin_edges, bin_eptr, bin_null, bin_stride, nb_entry, nb_ptr, may_null, sweeps, tries, seed):
     np.random.seed(seed)
     n, p = values.shape
     nq = len(weights)
     share = 1.0 / n
     old_bin = np.zeros(len(nb_entry), np.int64)  # a value's bins before a move, per entry that bins it
-    proj = np.zeros((nq, n))
+    proj = np.zeros((nq, n))  # w·x over the non-null values a query reads
+    nulls = np.zeros((nq, n), np.int64)  # how many of them are null
     slot = np.zeros((nq, n), np.int64)
     cell = np.zeros((nq, n), np.int64)
     for q in range(nq):
@@ -144,14 +161,15 @@ def _descend(codes, sizes, values, by, by_stride, by_ptr, cols, col_ptr, directi
                 c += codes[r, by[k]] * by_stride[k]
             cell[q, r] = c
             if col_ptr[q] < col_ptr[q + 1]:
-                x, null = 0.0, False
+                x, null = 0.0, 0
                 for k in range(col_ptr[q], col_ptr[q + 1]):
                     v = values[r, cols[k]]
                     if np.isnan(v):
-                        null = True
+                        null += 1
                     else:
                         x += direction[k] * v
                 proj[q, r] = x
+                nulls[q, r] = null
                 slot[q, r] = nslots[q] - 1 if null else _slot(cuts, cut_ptr[q], cut_ptr[q + 1], x)
     for e in range(len(bin_q)):
         for r in range(n):
@@ -195,7 +213,7 @@ def _descend(codes, sizes, values, by, by_stride, by_ptr, cols, col_ptr, directi
                     loss += best_delta
             for j in range(p):
                 old_v = values[r, j]
-                if np.isnan(old_v) or (num_ptr[j] == num_ptr[j + 1] and nb_ptr[j] == nb_ptr[j + 1]):
+                if (np.isnan(old_v) and not may_null[j]) or (num_ptr[j] == num_ptr[j + 1] and nb_ptr[j] == nb_ptr[j + 1]):
                     continue
                 best_v, best_delta = old_v, 0.0
                 for i in range(nb_ptr[j], nb_ptr[j + 1]):
@@ -203,7 +221,7 @@ def _descend(codes, sizes, values, by, by_stride, by_ptr, cols, col_ptr, directi
                 for t in range(tries):
                     if t % 2 == 0:
                         new_v = values[np.random.randint(n), j]
-                        if np.isnan(new_v):
+                        if np.isnan(new_v) and (np.isnan(old_v) or not may_null[j]):
                             continue
                     else:
                         e = edge_ptr[j] + np.random.randint(edge_ptr[j + 1] - edge_ptr[j] - 1)
@@ -212,10 +230,8 @@ def _descend(codes, sizes, values, by, by_stride, by_ptr, cols, col_ptr, directi
                     for i in range(num_ptr[j], num_ptr[j + 1]):
                         q = num_q[i]
                         s0 = slot[q, r]
-                        if s0 == nslots[q] - 1:
-                            continue
-                        w = _weight_of(cols, direction, col_ptr[q], col_ptr[q + 1], j)
-                        s1 = _slot(cuts, cut_ptr[q], cut_ptr[q + 1], proj[q, r] + w * (new_v - old_v))
+                        s1 = _moved_slot(cuts, cut_ptr, col_ptr, cols, direction, nslots, proj, nulls, q, r, j,
+                                         old_v, new_v)
                         if s1 != s0:
                             base = res_ptr[q] + cell[q, r] * nslots[q]
                             delta += weights[q] * (2 * share * (res[base + s1] - res[base + s0]) + 2 * share * share)
@@ -233,10 +249,11 @@ def _descend(codes, sizes, values, by, by_stride, by_ptr, cols, col_ptr, directi
                     for i in range(num_ptr[j], num_ptr[j + 1]):
                         q = num_q[i]
                         s0 = slot[q, r]
-                        if s0 == nslots[q] - 1:
-                            continue
-                        proj[q, r] += _weight_of(cols, direction, col_ptr[q], col_ptr[q + 1], j) * (best_v - old_v)
-                        s1 = _slot(cuts, cut_ptr[q], cut_ptr[q + 1], proj[q, r])
+                        s1 = _moved_slot(cuts, cut_ptr, col_ptr, cols, direction, nslots, proj, nulls, q, r, j,
+                                         old_v, best_v)
+                        w = _weight_of(cols, direction, col_ptr[q], col_ptr[q + 1], j)
+                        proj[q, r] += w * ((0.0 if np.isnan(best_v) else best_v) - (0.0 if np.isnan(old_v) else old_v))
+                        nulls[q, r] += int(np.isnan(best_v)) - int(np.isnan(old_v))
                         if s1 != s0:
                             base = res_ptr[q] + cell[q, r] * nslots[q]
                             res[base + s0] -= share

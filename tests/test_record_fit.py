@@ -63,7 +63,7 @@ def test_records_move_toward_the_targets_and_the_loss_never_rises():
         assert np.abs(counts(new_codes, fitted, t) - t.target).sum() < most
 
 
-def test_fixed_columns_and_nulls_stay_and_values_stay_in_range():
+def test_fixed_columns_and_nulls_stay_and_values_stay_in_range_by_default():
     codes, values, targets = case()
     new_codes, fitted, _, _ = fit(codes, values, targets)
     assert np.array_equal(new_codes[:, 0], codes[:, 0])
@@ -115,3 +115,34 @@ def test_queries_by_numeric_bins_are_fitted_and_counted_as_the_private_table_cou
     assert np.isclose(after, float(((binned_counts(fitted, joint) - target) ** 2).sum()))
     assert np.abs(binned_counts(fitted, joint) - target).sum() < 0.05 < np.abs(binned_counts(values, joint) - target).sum()
     assert np.array_equal(np.isnan(fitted), np.isnan(values))
+
+
+def test_nullable_values_move_to_and_from_null_toward_a_null_share():
+    """Column 1's 1-way target asks for 30% nulls (the records have 5%): where the column is nullable the
+    records move there, and the loss is the one counted with nulls in their slot; elsewhere nulls stay."""
+    codes, values, _ = case()
+    cuts = (0.5,)
+    target = np.array([[0.35, 0.35, 0.3]])
+    one_way = Fit(RelaxedQuery((), (1,), (1.0,), cuts), target, 1.0)
+    new_codes, fitted, before, after = fit_records(codes, SIZES, values, [one_way], 0.0, 1.0,
+                                                   np.random.default_rng(2), fixed=(0,), nullable=(False, True))
+    assert np.isclose(after, float(((counts(new_codes, fitted, one_way) - target) ** 2).sum()))
+    assert abs(np.isnan(fitted[:, 1]).mean() - 0.3) < 0.02 and after < 0.01 * before
+    assert not np.isnan(fitted[:, 0]).any()
+    _, kept, _, _ = fit_records(codes, SIZES, values, [one_way], 0.0, 1.0, np.random.default_rng(2), fixed=(0,))
+    assert np.array_equal(np.isnan(kept), np.isnan(values))
+
+
+def test_a_pair_of_columns_with_a_null_moves_as_the_null_slot_says():
+    """An interval query over columns 0 and 1 counts a record with either null in its null slot; with column
+    1 nullable, the fit reaches a target that asks for fewer nulls there, and counts as it goes."""
+    codes, values, targets = case()
+    pair = targets[1]
+    target = pair.target.copy()
+    target[0, 1], target[0, 4] = 0.99, 0.01
+    fitted_pair = Fit(pair.query, target, 1.0)
+    new_codes, fitted, _, after = fit_records(codes, SIZES, values, [fitted_pair], 0.0, 1.0,
+                                              np.random.default_rng(3), nullable=(True, True))
+    assert np.isclose(after, float(((counts(new_codes, fitted, fitted_pair) - target) ** 2).sum()))
+    assert np.isnan(fitted).any(axis=1).mean() < 0.02
+
