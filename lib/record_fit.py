@@ -16,7 +16,8 @@ best when it lowers the loss: every code of a column of at most ``tries`` codes,
 random ones; for a numeric value ``tries`` new values, half copied from a random record's value
 of that column, half drawn uniformly inside a random interval between the column's single-column
 cuts and bin edges.  A copied null is a try only in a ``nullable`` column, and only there does a
-null value move (a query that reads a null value counts the record in its null slot or bin).
+null value move, with NULL_TRIES tries (a query that reads a null value counts the record in its
+null slot or bin).
 Fixed columns (group columns) are never changed.
 
 Reads only records and targets, never private data: costs no privacy budget.
@@ -27,6 +28,9 @@ import numba
 import numpy as np
 
 from lib.relaxed import Fit
+
+NULL_TRIES = 2  # tries for a null value (one copied, one drawn), fewer than for a value: nulls have no place to
+                # be tried at, only whether to be a value (the demo at eps 1: the same error as with ``tries``)
 
 
 def fit_records(codes: np.ndarray, sizes: tuple[int, ...], values: np.ndarray, fits: list[Fit],
@@ -85,6 +89,8 @@ def fit_records(codes: np.ndarray, sizes: tuple[int, ...], values: np.ndarray, f
     cat_ptr = np.cumsum([0] + [len(qs) for qs in cat_targets]).astype(np.int64)
     num_targets = [[q for q, t in enumerate(queries) if j in t.columns] for j in range(p)]
     num_q = np.array([q for qs in num_targets for q in qs], dtype=np.int64)
+    num_w = np.array([queries[q].direction[queries[q].columns.index(j)] for j, qs in enumerate(num_targets)
+                      for q in qs], dtype=np.float64)  # column j's weight in each query that reads it
     num_ptr = np.cumsum([0] + [len(qs) for qs in num_targets]).astype(np.int64)
     edges = []
     for j in range(p):
@@ -96,7 +102,7 @@ def fit_records(codes: np.ndarray, sizes: tuple[int, ...], values: np.ndarray, f
     may_null[:len(nullable)] = np.asarray(nullable, dtype=np.bool_)
     before, after = _descend(codes, np.asarray(sizes, dtype=np.int64), out, by, by_stride, by_ptr, cols, col_ptr,
                              direction, cuts, cut_ptr, nslots, res, res_ptr, weights, cat_q, cat_stride, cat_ptr,
-                             num_q, num_ptr, np.concatenate(edges + [np.zeros(0)]), edge_ptr, bin_q, bin_col,
+                             num_q, num_w, num_ptr, np.concatenate(edges + [np.zeros(0)]), edge_ptr, bin_q, bin_col,
                              bin_edges, bin_eptr, bin_null, bin_stride, nb_entry, nb_ptr, may_null, sweeps, tries,
                              int(rng.integers(2 ** 62)))
     return codes.astype(np.int32), out, before, after
@@ -124,42 +130,26 @@ def _bin(bin_edges, bin_eptr, bin_null, e, x):
 
 
 @numba.njit(cache=True)
-def _weight_of(cols, direction, c0, c1, j):
-    for k in range(c0, c1):
-        if cols[k] == j:
-            return direction[k]
-    return 0.0
-
-
-@numba.njit(cache=True)
-def _moved_slot(cuts, cut_ptr, col_ptr, cols, direction, nslots, proj, nulls, q, r, j, old_v, new_v):
-    """Query q's slot of record r were its value of numeric column j ``new_v`` instead of ``old_v`` (either NaN)."""
-    if nulls[q, r] - int(np.isnan(old_v)) + int(np.isnan(new_v)) > 0:
-        return nslots[q] - 1
-    w = _weight_of(cols, direction, col_ptr[q], col_ptr[q + 1], j)
-    x = proj[q, r] + w * ((0.0 if np.isnan(new_v) else new_v) - (0.0 if np.isnan(old_v) else old_v))
-    return _slot(cuts, cut_ptr[q], cut_ptr[q + 1], x)
-
-
-@numba.njit(cache=True)
 def _descend(codes, sizes, values, by, by_stride, by_ptr, cols, col_ptr, direction, cuts, cut_ptr, nslots,
-             res, res_ptr, weights, cat_q, cat_stride, cat_ptr, num_q, num_ptr, edges, edge_ptr, bin_q, bin_col,
+             res, res_ptr, weights, cat_q, cat_stride, cat_ptr, num_q, num_w, num_ptr, edges, edge_ptr, bin_q, bin_col,
              bin_edges, bin_eptr, bin_null, bin_stride, nb_entry, nb_ptr, may_null, sweeps, tries, seed):
     np.random.seed(seed)
     n, p = values.shape
     nq = len(weights)
     share = 1.0 / n
     old_bin = np.zeros(len(nb_entry), np.int64)  # a value's bins before a move, per entry that bins it
-    proj = np.zeros((nq, n))  # w·x over the non-null values a query reads
-    nulls = np.zeros((nq, n), np.int64)  # how many of them are null
-    slot = np.zeros((nq, n), np.int64)
-    cell = np.zeros((nq, n), np.int64)
+    # per record (rows, so that a record's queries sit together in memory) and query: w·x over the non-null
+    # values the query reads, how many of them are null, its slot and its cell
+    proj = np.zeros((n, nq))
+    nulls = np.zeros((n, nq), np.int64)
+    slot = np.zeros((n, nq), np.int64)
+    cell = np.zeros((n, nq), np.int64)
     for q in range(nq):
         for r in range(n):
             c = 0
             for k in range(by_ptr[q], by_ptr[q + 1]):
                 c += codes[r, by[k]] * by_stride[k]
-            cell[q, r] = c
+            cell[r, q] = c
             if col_ptr[q] < col_ptr[q + 1]:
                 x, null = 0.0, 0
                 for k in range(col_ptr[q], col_ptr[q + 1]):
@@ -168,15 +158,15 @@ def _descend(codes, sizes, values, by, by_stride, by_ptr, cols, col_ptr, directi
                         null += 1
                     else:
                         x += direction[k] * v
-                proj[q, r] = x
-                nulls[q, r] = null
-                slot[q, r] = nslots[q] - 1 if null else _slot(cuts, cut_ptr[q], cut_ptr[q + 1], x)
+                proj[r, q] = x
+                nulls[r, q] = null
+                slot[r, q] = nslots[q] - 1 if null else _slot(cuts, cut_ptr[q], cut_ptr[q + 1], x)
     for e in range(len(bin_q)):
         for r in range(n):
-            cell[bin_q[e], r] += _bin(bin_edges, bin_eptr, bin_null, e, values[r, bin_col[e]]) * bin_stride[e]
+            cell[r, bin_q[e]] += _bin(bin_edges, bin_eptr, bin_null, e, values[r, bin_col[e]]) * bin_stride[e]
     for q in range(nq):
         for r in range(n):
-            res[res_ptr[q] + cell[q, r] * nslots[q] + slot[q, r]] += share
+            res[res_ptr[q] + cell[r, q] * nslots[q] + slot[r, q]] += share
     before = 0.0
     for q in range(nq):
         for i in range(res_ptr[q], res_ptr[q + 1]):
@@ -197,7 +187,7 @@ def _descend(codes, sizes, values, by, by_stride, by_ptr, cols, col_ptr, directi
                     delta = 0.0
                     for i in range(cat_ptr[c], cat_ptr[c + 1]):
                         q = cat_q[i]
-                        a = res_ptr[q] + cell[q, r] * nslots[q] + slot[q, r]
+                        a = res_ptr[q] + cell[r, q] * nslots[q] + slot[r, q]
                         b = a + (new - old) * cat_stride[i] * nslots[q]
                         delta += weights[q] * (2 * share * (res[b] - res[a]) + 2 * share * share)
                     if delta < best_delta:
@@ -205,9 +195,9 @@ def _descend(codes, sizes, values, by, by_stride, by_ptr, cols, col_ptr, directi
                 if best_delta < 0:
                     for i in range(cat_ptr[c], cat_ptr[c + 1]):
                         q = cat_q[i]
-                        a = res_ptr[q] + cell[q, r] * nslots[q] + slot[q, r]
+                        a = res_ptr[q] + cell[r, q] * nslots[q] + slot[r, q]
                         res[a] -= share
-                        cell[q, r] += (best - old) * cat_stride[i]
+                        cell[r, q] += (best - old) * cat_stride[i]
                         res[a + (best - old) * cat_stride[i] * nslots[q]] += share
                     codes[r, c] = best
                     loss += best_delta
@@ -218,7 +208,7 @@ def _descend(codes, sizes, values, by, by_stride, by_ptr, cols, col_ptr, directi
                 best_v, best_delta = old_v, 0.0
                 for i in range(nb_ptr[j], nb_ptr[j + 1]):
                     old_bin[i] = _bin(bin_edges, bin_eptr, bin_null, nb_entry[i], old_v)
-                for t in range(tries):
+                for t in range(NULL_TRIES if np.isnan(old_v) else tries):
                     if t % 2 == 0:
                         new_v = values[np.random.randint(n), j]
                         if np.isnan(new_v) and (np.isnan(old_v) or not may_null[j]):
@@ -227,46 +217,48 @@ def _descend(codes, sizes, values, by, by_stride, by_ptr, cols, col_ptr, directi
                         e = edge_ptr[j] + np.random.randint(edge_ptr[j + 1] - edge_ptr[j] - 1)
                         new_v = edges[e] + np.random.random() * (edges[e + 1] - edges[e])
                     delta = 0.0
+                    null_change = int(np.isnan(new_v)) - int(np.isnan(old_v))
+                    step = (0.0 if np.isnan(new_v) else new_v) - (0.0 if np.isnan(old_v) else old_v)
                     for i in range(num_ptr[j], num_ptr[j + 1]):
                         q = num_q[i]
-                        s0 = slot[q, r]
-                        s1 = _moved_slot(cuts, cut_ptr, col_ptr, cols, direction, nslots, proj, nulls, q, r, j,
-                                         old_v, new_v)
+                        s0 = slot[r, q]
+                        s1 = nslots[q] - 1 if nulls[r, q] + null_change > 0 else \
+                            _slot(cuts, cut_ptr[q], cut_ptr[q + 1], proj[r, q] + num_w[i] * step)
                         if s1 != s0:
-                            base = res_ptr[q] + cell[q, r] * nslots[q]
+                            base = res_ptr[q] + cell[r, q] * nslots[q]
                             delta += weights[q] * (2 * share * (res[base + s1] - res[base + s0]) + 2 * share * share)
                     for i in range(nb_ptr[j], nb_ptr[j + 1]):
                         e = nb_entry[i]
                         moved = _bin(bin_edges, bin_eptr, bin_null, e, new_v) - old_bin[i]
                         if moved != 0:
                             q = bin_q[e]
-                            a = res_ptr[q] + cell[q, r] * nslots[q] + slot[q, r]
+                            a = res_ptr[q] + cell[r, q] * nslots[q] + slot[r, q]
                             b = a + moved * bin_stride[e] * nslots[q]
                             delta += weights[q] * (2 * share * (res[b] - res[a]) + 2 * share * share)
                     if delta < best_delta:
                         best_v, best_delta = new_v, delta
                 if best_delta < 0:
+                    null_change = int(np.isnan(best_v)) - int(np.isnan(old_v))
+                    step = (0.0 if np.isnan(best_v) else best_v) - (0.0 if np.isnan(old_v) else old_v)
                     for i in range(num_ptr[j], num_ptr[j + 1]):
                         q = num_q[i]
-                        s0 = slot[q, r]
-                        s1 = _moved_slot(cuts, cut_ptr, col_ptr, cols, direction, nslots, proj, nulls, q, r, j,
-                                         old_v, best_v)
-                        w = _weight_of(cols, direction, col_ptr[q], col_ptr[q + 1], j)
-                        proj[q, r] += w * ((0.0 if np.isnan(best_v) else best_v) - (0.0 if np.isnan(old_v) else old_v))
-                        nulls[q, r] += int(np.isnan(best_v)) - int(np.isnan(old_v))
+                        s0 = slot[r, q]
+                        proj[r, q] += num_w[i] * step
+                        nulls[r, q] += null_change
+                        s1 = nslots[q] - 1 if nulls[r, q] > 0 else _slot(cuts, cut_ptr[q], cut_ptr[q + 1], proj[r, q])
                         if s1 != s0:
-                            base = res_ptr[q] + cell[q, r] * nslots[q]
+                            base = res_ptr[q] + cell[r, q] * nslots[q]
                             res[base + s0] -= share
                             res[base + s1] += share
-                            slot[q, r] = s1
+                            slot[r, q] = s1
                     for i in range(nb_ptr[j], nb_ptr[j + 1]):
                         e = nb_entry[i]
                         moved = _bin(bin_edges, bin_eptr, bin_null, e, best_v) - old_bin[i]
                         if moved != 0:
                             q = bin_q[e]
-                            a = res_ptr[q] + cell[q, r] * nslots[q] + slot[q, r]
+                            a = res_ptr[q] + cell[r, q] * nslots[q] + slot[r, q]
                             res[a] -= share
-                            cell[q, r] += moved * bin_stride[e]
+                            cell[r, q] += moved * bin_stride[e]
                             res[a + moved * bin_stride[e] * nslots[q]] += share
                     values[r, j] = best_v
                     loss += best_delta
