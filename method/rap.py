@@ -611,11 +611,11 @@ def _fit_records(layout: _Layout, cat_codes: list[np.ndarray], values: np.ndarra
     """The records' categorical codes (group columns fixed) and numeric values (relaxed scale) moved toward
     ``fits`` (every measurement but the group counts, weighted as the projection weighs them, and those only
     the records fit) by lib/record_fit.py's coordinate descent (post-processing), a nullable column's values
-    to and from null too (the demo at eps 1, seed 0: mixed-marginal error 0.0033 -> 0.0030; POVPIP's null
-    share had stayed 0.066 against 0.055).  The projection leaves values on the wrong side of far cuts:
-    after the last projection of an adult_raw run (eps 10) its answers were 0.2-0.5 (total variation)
-    from the exact answers of education-num by income and of numeric-pair projections, whose noise was
-    0.002 (bench/RESULTS.md)."""
+    to and from null too (the demo, 3 seeds: mixed-marginal error 0.0032 / 0.0020 -> 0.0028 / 0.0016 at
+    eps 1 / 10; POVPIP's null share had stayed 0.066 against 0.055).  The projection leaves values on the
+    wrong side of far cuts: after the last projection of an adult_raw run (eps 10) its answers were 0.2-0.5
+    (total variation) from the exact answers of education-num by income and of numeric-pair projections,
+    whose noise was 0.002 (bench/RESULTS.md)."""
     sizes = tuple(layout.domain.sizes[layout.domain.index(c)] for c in layout.categorical)
     codes = np.column_stack(cat_codes) if cat_codes else np.zeros((len(values), 0), np.int32)
     codes, values, before, after = record_fit.fit_records(codes, sizes, values, fits, -relaxed.MARGIN,
