@@ -38,10 +38,11 @@ Measurements (all through the private table, Gaussian, sensitivity from theta):
    another and to the target as a classifier needs (on the demo, pairs of numeric columns carried
    twice the error of the others before the numeric pairs were measured); the rounds spend the rest
    on what the fit still gets wrong;
-5. ``rounds`` rounds on the rest, split equally: each picks ``per_round`` candidates by the
-   exponential mechanism on the L1 distance between the private answer and the relaxed table's
-   (minus the noise a measurement would add; SELECT_SHARE of the round), measures them with the
-   rest of the round, and projects again.
+5. ``rounds`` rounds on the rest, split equally: each picks ``per_round`` candidates one at a time by
+   the exponential mechanism on the L1 distance between the private answer and the relaxed table's
+   (minus the noise a measurement would add; SELECT_SHARE of the round, in equal shares), leaving out
+   after each pick the categorical marginals nested in or around it, measures them with the rest of
+   the round, and projects again.
 
 Numeric columns are held in [0, 1] of the public file's range when one is given (``_Scale``), and
 cuts sit half-way between the points of a column's grid (``_Scale.snap``).  The relaxed table
@@ -269,7 +270,7 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
     """Synthetic codes (categorical columns) and raw values (numeric columns) for one run.
 
     Privacy cost: exactly what remains of the run's budget: group counts, 1-way answers, then per
-    round one exponential-mechanism selection and ``per_round`` Gaussian measurements (module doc).
+    round ``per_round`` exponential-mechanism selections and as many Gaussian measurements (module doc).
     """
     xp = relaxed.array_module(options.device)
     layout, domain, rho = _Layout.of(ctx, public), ctx.domain, private.remaining
@@ -533,8 +534,9 @@ def _candidates(layout: _Layout, table: relaxed.RelaxedTable, options: RapOption
 
 def _round(private: PrivateTable, layout: _Layout, table: relaxed.RelaxedTable, total: float, rho: float,
            options: RapOptions, rng: np.random.Generator, t: int, by_group: set[str]) -> list[Measurement]:
-    """One round: choose ``per_round`` candidates by the exponential mechanism (SELECT_SHARE of ``rho``),
-    measure each with an equal share of the rest.  Privacy cost: ``rho``."""
+    """One round: choose ``per_round`` candidates one at a time, each by the exponential mechanism on an equal
+    share of SELECT_SHARE of ``rho``, among those not nested with a chosen one (``_nested``; all unchosen ones
+    when none is left), and measure each with an equal share of the rest.  Privacy cost: ``rho``."""
     candidates = _candidates(layout, table, options, rng, by_group)
     if not candidates:
         log.warning("rap round %d: no candidate fits --max-cells %d; nothing measured", t + 1, options.max_cells)
@@ -545,9 +547,25 @@ def _round(private: PrivateTable, layout: _Layout, table: relaxed.RelaxedTable, 
                   zip(candidates, relaxed.answers(table, [layout.relaxed(q) for q in candidates], MAX_BETA))]
     penalties = [math.sqrt(2 / math.pi) * private.sensitivity(q).l2 / math.sqrt(2 * rho_each) *
                  int(np.prod(q.shape(layout.domain))) for q in candidates]
-    chosen = private.select(candidates, references, rho * SELECT_SHARE, k=k, penalties=penalties,
-                            label=f"rap round {t + 1}: {k} of {len(candidates)} queries")
-    return [private.measure(candidates[i], rho_each) for i in chosen.chosen]
+    picked: list[int] = []
+    for j in range(k):
+        left = [c for c in range(len(candidates)) if c not in picked]
+        apart = [c for c in left if not any(_nested(candidates[c], candidates[i]) for i in picked)]
+        left = apart or left
+        chosen = private.select([candidates[c] for c in left], [references[c] for c in left], rho * SELECT_SHARE / k,
+                                penalties=[penalties[c] for c in left],
+                                label=f"rap round {t + 1}, query {j + 1} of {k}: 1 of {len(left)} candidates")
+        picked.append(left[chosen.chosen[0]])
+    return [private.measure(candidates[i], rho_each) for i in picked]
+
+
+def _nested(a, b) -> bool:
+    """Whether categorical marginals ``a`` and ``b`` nest (one's columns among the other's): after one is
+    chosen, the other is left out of the round's later choices, whose scores still count the error that the
+    first will measure (categorical Adult at eps 1, seeds 0-3: 2-way TVD 0.0411 -> 0.0403, macro F1 0.76 -> 0.78;
+    the rounds had measured marital-status × relationship and marital-status × relationship × income together)."""
+    return isinstance(a, Marginal) and isinstance(b, Marginal) and (set(a.attrs) <= set(b.attrs) or
+                                                                   set(b.attrs) <= set(a.attrs))
 
 
 def _kind(query) -> str:

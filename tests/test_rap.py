@@ -1,4 +1,5 @@
 """RAP++ (method/rap.py, lib/relaxed.py): relaxed queries, gradients, accounting, schema-valid output."""
+import itertools
 import json
 
 import numpy as np
@@ -210,10 +211,10 @@ def test_every_round_is_charged_and_the_ledger_sums_to_the_budget(runs):
     for r in runs:
         steps = [c.step for c in r.ledger.charges]
         assert sum(c.rho for c in r.ledger.charges) == pytest.approx(r.ledger.budget, rel=1e-9)
-        assert len([s for s in steps if s.startswith("rap round")]) == OPTIONS["rounds"]
+        assert len([s for s in steps if s.startswith("rap round")]) == OPTIONS["rounds"] * OPTIONS["per_round"]
         # 1-way answers by LABEL, the one categorical pair (SEX × JOB), 3 numeric × 2 categorical mixed
         # marginals, the 3 numeric pairs (one column's intervals by the other's bins), the rounds
-        assert len(steps) == 5 + 1 + 6 + 3 + OPTIONS["rounds"] * (1 + OPTIONS["per_round"])
+        assert len(steps) == 5 + 1 + 6 + 3 + OPTIONS["rounds"] * 2 * OPTIONS["per_round"]
         assert steps[:6] == ["2-way marginal SEX × LABEL", "2-way marginal JOB × LABEL"] + [
             f"interval counts of {c} (34 intervals + null) by LABEL" for c in ("AGE", "INCOME", "HOURS")] + [
             "2-way marginal SEX × JOB"]
@@ -253,6 +254,25 @@ def test_without_numeric_columns_each_column_is_measured_alone_before_the_rounds
     assert steps[:3] == ["1-way marginal SEX", "1-way marginal JOB", "1-way marginal LABEL"]
     assert steps[3].startswith("rap round 1")
     assert sum(c.rho for c in run.ledger.charges) == pytest.approx(run.ledger.budget, rel=1e-9)
+
+
+def test_a_round_never_measures_two_marginals_that_nest():
+    """Four categorical columns, 3 picks a round: after each pick the marginals nested in or around it leave
+    the round's candidates, so no two of a round's measurements nest (some always remain here), and the
+    ledger still sums to the budget, one selection per pick."""
+    rng = np.random.default_rng(3)
+    columns = ["A", "B", "C", "D"]
+    frame = pd.DataFrame({c: rng.choice(["x", "y", "z"], N) for c in columns})
+    params = {"runs": [{"epsilon": 1.0, "delta": 1e-6, "max_records": 1000, "max_records_per_individual": 1}],
+              "schema": {c: {"dtype": "str", "values": ["x", "y", "z"]} for c in columns}}
+    (run,) = release(frame, params, None, "rap", {"rounds": 2, "per_round": 3, "rows": 100, "steps": 5}, seed=4,
+                     group_columns=())
+    steps = [c.step for c in run.ledger.charges]
+    assert sum(c.rho for c in run.ledger.charges) == pytest.approx(run.ledger.budget, rel=1e-9)
+    assert [s.split(":")[0] for s in steps[4:7]] == [f"rap round 1, query {j} of 3" for j in (1, 2, 3)]
+    for start in (7, 13):
+        measured = [set(s.split(" marginal ")[1].split(" × ")) for s in steps[start:start + 3]]
+        assert not any(a <= b or b <= a for a, b in itertools.combinations(measured, 2)), steps[start:start + 3]
 
 
 def test_the_exchange_keeps_measured_marginals_and_drops_unmeasured_associations():
