@@ -17,8 +17,7 @@ random ones; for a numeric value ``tries`` new values, half copied from a random
 of that column, half drawn uniformly inside a random interval between the column's single-column
 cuts and bin edges.  A copied null is a try only in a ``nullable`` column, and only there does a
 null value move, with NULL_TRIES tries (a query that reads a null value counts the record in its
-null slot or bin).
-Fixed columns (group columns) are never changed.
+null slot or bin).  Fixed columns (group columns) are never changed.
 
 Reads only records and targets, never private data: costs no privacy budget.
 """
@@ -203,7 +202,8 @@ def _descend(codes, sizes, values, by, by_stride, by_ptr, cols, col_ptr, directi
                     loss += best_delta
             for j in range(p):
                 old_v = values[r, j]
-                if (np.isnan(old_v) and not may_null[j]) or (num_ptr[j] == num_ptr[j + 1] and nb_ptr[j] == nb_ptr[j + 1]):
+                unread = num_ptr[j] == num_ptr[j + 1] and nb_ptr[j] == nb_ptr[j + 1]
+                if unread or (np.isnan(old_v) and not may_null[j]):
                     continue
                 best_v, best_delta = old_v, 0.0
                 for i in range(nb_ptr[j], nb_ptr[j + 1]):
