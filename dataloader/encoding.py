@@ -54,6 +54,16 @@ class ColumnCoder:
         return None if self.precision is None else 10.0 ** -self.precision
 
     @property
+    def ordered(self) -> int:
+        """How many first codes stand for values in increasing order: a numeric column's bins; a
+        categorical column's values where they are numbers listed in increasing order (0 otherwise)."""
+        if self.categories is None:
+            return len(self.edges) - 1
+        values = list(self.column.values)
+        numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+        return len(values) if numbers and all(a < b for a, b in zip(values, values[1:])) else 0
+
+    @property
     def null_code(self) -> int | None:
         if self.column.null is None:
             return None
@@ -241,7 +251,8 @@ class Encoder:
         return Domain(tuple(self.names), self.sizes, {c.column.name: (c.column.low, c.column.high) for c in numeric},
                       frozenset(c.column.name for c in numeric if c.column.null is not None),
                       {c.column.name: c.step for c in numeric if c.step is not None},
-                      {c.column.name: tuple(float(x) for x in c.edges) for c in numeric})
+                      {c.column.name: tuple(float(x) for x in c.edges) for c in numeric},
+                      {c.column.name: c.ordered for c in self.coders if c.ordered})
 
     def coder(self, name: str) -> ColumnCoder:
         return self.coders[self.names.index(name)]

@@ -20,7 +20,9 @@ class Domain:
     ``nullable``: the numeric columns that have a null token (their last code); ``steps[name]``: the
     grid a numeric column's raw values lie on (integers: 1; absent where any float may occur);
     ``edges[name]``: a numeric column's bin edges e_0 < ... < e_k (public): code j holds the raw values in
-    (e_j, e_j+1], the first and last codes also those beyond e_0 and e_k."""
+    (e_j, e_j+1], the first and last codes also those beyond e_0 and e_k; ``ordered[name]``: how many of a
+    column's first codes stand for values in increasing order (a numeric column's bins, a categorical
+    column's increasing numbers; a null token after them is not counted)."""
 
     names: tuple[str, ...]
     sizes: tuple[int, ...]
@@ -28,6 +30,7 @@ class Domain:
     nullable: frozenset[str] = frozenset()
     steps: Mapping[str, float] = field(default_factory=dict)
     edges: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
+    ordered: Mapping[str, int] = field(default_factory=dict)
 
     def __post_init__(self):
         if len(self.names) != len(self.sizes) or len(set(self.names)) != len(self.names):
@@ -39,6 +42,8 @@ class Domain:
             raise ValueError(f"grid steps for non-numeric columns: {sorted(set(self.steps) - set(self.ranges))}")
         if not set(self.edges) <= set(self.ranges):
             raise ValueError(f"bin edges for non-numeric columns: {sorted(set(self.edges) - set(self.ranges))}")
+        if any(not 0 <= self.ordered[n] <= self.sizes[self.index(n)] for n in self.ordered):
+            raise ValueError("ordered codes outside a column's codes")
         if not set(self.nullable) <= set(self.ranges):
             raise ValueError(f"nullable columns that are not numeric: {sorted(set(self.nullable) - set(self.ranges))}")
 

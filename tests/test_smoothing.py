@@ -1,0 +1,81 @@
+"""Smoothing noisy 1-way marginals of ordered columns (lib/smoothing.py) and where the release uses it."""
+import numpy as np
+
+from dataloader.encoding import Encoder
+from dataloader.schema import parse_schema
+from lib.smoothing import RISK_SHARE, kernel, smooth
+from method.adaptive import Model
+
+
+def bell(size: int = 60, total: float = 20_000.0) -> np.ndarray:
+    x = np.arange(size)
+    p = np.exp(-0.5 * ((x - 25) / 9) ** 2)
+    return total * p / p.sum()
+
+
+def test_a_smooth_histogram_is_smoothed_and_its_error_falls():
+    truth = bell()
+    rng = np.random.default_rng(0)
+    raw_error, smooth_error = 0.0, 0.0
+    for _ in range(20):
+        noisy = truth + rng.normal(0, 100, truth.size)
+        out, bandwidth, share = smooth(noisy, 100, truth.size)
+        assert bandwidth > 0 and share <= RISK_SHARE
+        raw_error += ((noisy - truth) ** 2).sum()
+        smooth_error += ((out - truth) ** 2).sum()
+    assert smooth_error < 0.25 * raw_error
+
+
+def test_the_risk_estimate_is_unbiased_for_a_fixed_smoother():
+    truth, sigma, size = bell(), 100.0, 60
+    k = kernel(size, 2.0)
+    rng = np.random.default_rng(1)
+    estimated, actual = [], []
+    for _ in range(400):
+        noisy = truth + rng.normal(0, sigma, size)
+        out = k @ noisy
+        estimated.append(((noisy - out) ** 2).sum() + 2 * sigma ** 2 * np.trace(k) - size * sigma ** 2)
+        actual.append(((out - truth) ** 2).sum())
+    assert abs(np.mean(estimated) - np.mean(actual)) < 0.1 * np.mean(actual)
+
+
+def test_a_spiky_histogram_and_a_precise_one_are_left_alone():
+    spiky = np.zeros(60)
+    spiky[[10, 39, 49]] = [5000, 20_000, 3000]
+    noisy = spiky + np.random.default_rng(2).normal(0, 50, 60)
+    out, bandwidth, _ = smooth(noisy, 50, 60)
+    assert bandwidth == 0 and np.array_equal(out, noisy)
+    precise = bell() + np.random.default_rng(3).normal(0, 0.01, 60)
+    assert smooth(precise, 0.01, 60)[1] == 0
+
+
+def test_codes_after_the_ordered_ones_are_left_alone():
+    truth = np.append(bell(), 3000.0)  # a null token's count after 60 ordered codes
+    noisy = truth + np.random.default_rng(4).normal(0, 100, truth.size)
+    out, bandwidth, _ = smooth(noisy, 100, 60)
+    assert bandwidth > 0 and out[-1] == noisy[-1] and not np.allclose(out[:60], noisy[:60])
+    assert smooth(noisy[:2], 100, 2)[1] == 0  # too few ordered codes to smooth
+
+
+def test_the_domain_says_which_codes_are_ordered():
+    schema = parse_schema({"runs": [{"epsilon": 1, "delta": 1e-9, "max_records": 100, "max_records_per_individual": 1}],
+                           "schema": {"age": {"dtype": "int", "min": 0, "max": 99, "bins": 10, "null": "N"},
+                                      "level": {"dtype": "int", "values": [1, 2, 5]},
+                                      "code": {"dtype": "int", "values": [3, 1, 2]},
+                                      "name": {"dtype": "str", "values": ["a", "b", "c"]}}})
+    ordered = Encoder.fit(schema).domain.ordered
+    assert ordered == {"age": 10, "level": 3}  # age's null code after its 10 bins is not ordered
+
+
+def test_the_adaptive_model_smooths_ordered_one_way_marginals_only_without_public_records():
+    noisy = bell() + np.random.default_rng(5).normal(0, 100, 60)
+    for from_public in (False, True):
+        model = Model(("age",), (60,), (), from_public=from_public, ordered={0: 60})
+        model.add((0,), noisy, 100.0)
+        values, sigma = model.smoothed((0,))
+        assert sigma == 100.0
+        assert np.array_equal(values, noisy) == from_public
+        assert (0 in model.smoothing) != from_public
+    unordered = Model(("code",), (60,), (), ordered={0: 0})
+    unordered.add((0,), noisy, 100.0)
+    assert np.array_equal(unordered.smoothed((0,))[0], noisy)
