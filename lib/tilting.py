@@ -22,6 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import logsumexp, softmax
 
+from lib.raking import systematic_draw
+
 SUPPORT_CAP = 4000  # support points in the consistency projection; a subset keeps the answers feasible
 ITERATIONS = 50
 
@@ -148,8 +150,5 @@ def resample(weights: np.ndarray, groups: np.ndarray, rng: np.random.Generator) 
         if weights[rows].sum() <= 0:
             out.append(rows)
             continue
-        shuffled = rng.permutation(rows)
-        cdf = np.cumsum(weights[shuffled]) / weights[shuffled].sum()
-        u = (rng.random() + np.arange(len(rows))) / len(rows)
-        out.append(np.sort(shuffled[np.minimum(np.searchsorted(cdf, u, side="right"), len(rows) - 1)]))
+        out.append(np.sort(rows[systematic_draw(weights[rows], len(rows), rng)]))
     return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)

@@ -12,9 +12,12 @@ post-processing: the noisy group counts pulled toward the product of their one-w
 (empirical Bayes, method/groups.py ``smoothed_counts``), consistency, a base synthetic set
 built by GUM (initialised from public records when given), then per-group records drawn
 from the base and GUM-updated toward the same targets (method/groups.py).  Under the
-``auto`` planner a group is GUM-updated only toward targets of its own (group × column
+``auto`` planner a group is fitted only to targets of its own (group × column
 marginals): refitting a group of a few dozen rows to the global targets the base already
-follows distorts it (on the Sprint-2 shape, 2-way TVD 0.107 against 0.027 at ε = 0.1).
+follows distorts it (on the Sprint-2 shape, 2-way TVD 0.107 against 0.027 at ε = 0.1).  There,
+from public records, a group's rows are whole base records drawn with weights raked to its
+own marginals (no GUM moves, which make records the base never held); from independent draws,
+GUM rewrites only the columns of the group's targets.
 """
 from __future__ import annotations
 
@@ -30,7 +33,8 @@ from lib.marginals import count_marginal
 from lib.privacy.private_table import PrivateTable
 from lib.privacy.queries import DependencyScores, Marginal
 from method.base import Method, PublicData, RunContext, SynthesisResult, option
-from method.groups import base_size, group_sizes, smoothed_counts, start_records, synthesize_groups
+from method.groups import (GUM_MOVES, RAKE, REWRITE, base_size, group_sizes, smoothed_counts, start_records,
+                           synthesize_groups)
 from method.adaptive import measure_adaptively
 from method.planner import (ADAPTIVE, ALL, AUTO, MARGINAL_CHOICES, ONE_WAY, PLANNERS, PUBLIC, REGIMES, SELECT,
                             TWO_WAY, make_plan, needs_total, total_share)
@@ -122,9 +126,10 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
             start = start_records(public_codes, other_idx, global_targets, base_size(total), sizes, ctx.rng)
             base = gum(start, sizes, global_targets, ctx.rng, boxes=ctx.boxes)
         own_only = plan.regime == ADAPTIVE or (options.planner == AUTO and bool(group_idx))
+        fit = GUM_MOVES if not own_only else RAKE if public_codes is not None else REWRITE
         codes = synthesize_groups(base, per_group, group_idx, global_targets, per_group_1way, sizes, ctx.rng,
                                   ctx.jobs, reuse_equal_sizes=options.group_round > 1, boxes=ctx.boxes,
-                                  own_targets_only=own_only, rewrite=own_only and public_codes is None)
+                                  own_targets_only=own_only, fit=fit)
     return SynthesisResult(codes)
 
 

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from method.groups import base_size, draw_rows, partition_rows, synthesize_groups
+from method.groups import GUM_MOVES, RAKE, REWRITE, base_size, draw_rows, partition_rows, synthesize_groups
 
 
 @pytest.mark.parametrize("available, n", [(10, 4), (10, 10), (10, 11), (10, 35), (1, 3)])
@@ -30,8 +30,8 @@ def test_groups_share_the_base_out_between_them(available, counts):
         assert (used == 1).all()
 
 
-@pytest.mark.parametrize("rewrite", [False, True])
-def test_groups_do_not_depend_on_jobs_and_keep_the_base_marginal_of_columns_they_do_not_refit(rewrite):
+@pytest.mark.parametrize("fit", [GUM_MOVES, REWRITE, RAKE])
+def test_groups_do_not_depend_on_jobs_and_keep_the_base_marginal_of_columns_they_do_not_refit(fit):
     rng = np.random.default_rng(0)
     sizes = (3, 4, 2)
     base = np.column_stack([np.zeros(600, int), rng.integers(0, 4, 600), rng.integers(0, 2, 600)]).astype(np.int32)
@@ -39,9 +39,27 @@ def test_groups_do_not_depend_on_jobs_and_keep_the_base_marginal_of_columns_they
     one_way = {1: np.array([[100.0, 50, 50, 50], [0, 0, 0, 0], [50, 100, 100, 100]])}
     targets = [((1,), np.array([150.0, 150, 150, 150])), ((2,), np.array([300.0, 300]))]
     outs = [synthesize_groups(base, per_group, [0], targets, one_way, sizes, np.random.default_rng(5), jobs=jobs,
-                              own_targets_only=True, rewrite=rewrite) for jobs in (1, 2)]
+                              own_targets_only=True, fit=fit) for jobs in (1, 2)]
     assert np.array_equal(outs[0], outs[1])
     out = outs[0]
     assert np.bincount(out[:, 0], minlength=3).tolist() == [250, 0, 350]
-    if rewrite:  # column 2 has no per-group marginal: no group moves it, and together they hold the base
+    if fit == REWRITE:  # column 2 has no per-group marginal: no group moves it, and together they hold the base
         assert np.bincount(out[:, 2], minlength=2).tolist() == np.bincount(base[:, 2], minlength=2).tolist()
+
+
+def test_raked_groups_are_whole_base_records_drawn_toward_the_groups_own_marginals():
+    rng = np.random.default_rng(0)
+    sizes = (2, 4, 4)
+    first = rng.integers(0, 4, 4000)
+    base = np.column_stack([np.zeros(4000, int), first, (first + (rng.random(4000) < 0.1)) % 4]).astype(np.int32)
+    per_group = np.array([1000, 3000])
+    one_way = {1: np.array([[400.0, 300, 200, 100], [300, 300, 1200, 1200]])}
+    targets = [((1, 2), np.full((4, 4), 250.0))]
+    out = synthesize_groups(base, per_group, [0], targets, one_way, sizes, np.random.default_rng(5),
+                            own_targets_only=True, fit=RAKE)
+    assert np.bincount(out[:, 0], minlength=2).tolist() == [1000, 3000]
+    held = {tuple(r) for r in base[:, 1:]}
+    assert all(tuple(r) in held for r in out[:, 1:])  # no record the base does not hold
+    for g in (0, 1):
+        shares = np.bincount(out[out[:, 0] == g, 1], minlength=4) / per_group[g]
+        assert shares == pytest.approx(one_way[1][g] / one_way[1][g].sum(), abs=0.002)
