@@ -9,8 +9,8 @@ post-processes the records (step 4):
    that where the planner finds the budget rich, ``one_way_rounds``)
    (their sum split by cells^(2/3) where columns are split, below);
 2. rounds: the candidates are every 1-way, 2-way and group × column marginal, the 3-way
-   marginals that extend a measured pair and, where groups are large (SUBGROUP_ROWS), every
-   column by some of the group columns (PUMA × column without YEAR), each at most
+   marginals that extend a measured pair and, from public records or where groups are large
+   (SUBGROUP_ROWS), every column by some of the group columns (PUMA × column without YEAR), each at most
    ``max_cells`` cells.  Without public records, a column of many codes is split into coarse
    code and offset (method/split_columns.py): pairs over it are candidates read exactly or
    coarsely (age in 10s × hours in 10s: 100 cells, not 8,415), triples all exactly or all
@@ -78,11 +78,14 @@ ROUNDS_PER_COLUMN = (8, 6)
 # 2-way / 3-way TVD 0.0219 / 0.0659 with 8 rounds a column, 0.0220 / 0.0661 with 4).
 FEW_ROUNDS_PER_COLUMN = 4
 NOISE_L1 = math.sqrt(2 / math.pi)  # E|N(0, σ²)| / σ
-# Candidates S × column for S some of the group columns (PUMA × column without YEAR, say) only where groups
-# have this many rows on average (noisy total over the number of groups): every group is then refitted to
-# its share of S × column, and refitting many small groups distorts more than the groups' shared structure
-# gives (bench/RESULTS.md, issue 11: the demo, 1,359 rows a group, eps 1: 825.4 -> 844.3; sprint2 at
-# 100,000 rows, 79 a group, eps 10: 695.4 -> 649.5 without this rule).  Group × column stays a candidate.
+# Without public records, candidates S × column for S some of the group columns (PUMA × column without YEAR,
+# say) only where groups have this many rows on average (noisy total over the number of groups): every group
+# is then GUM-refitted to its share of S × column, and refitting many small groups distorts more than the
+# groups' shared structure gives (bench/RESULTS.md, issue 11: the demo, 1,359 rows a group, eps 1: 825.4 ->
+# 844.3; sprint2 at 100,000 rows, 79 a group, eps 10: 695.4 -> 649.5 without this rule).  From public records
+# groups are drawn whole from the model's records by raking (method/groups.py), which distorts nothing, and
+# S × column is a candidate at any size (sprint2 at eps 1 / 10, seeds 0-1: 688.9 / 694.4 -> 697.0 / 707.9).
+# Group × column is always a candidate.
 SUBGROUP_ROWS = 1000
 ROUND_TOLERANCE = 1e-6  # consistency within rounds: agreement to a millionth of the total,
 ROUND_FIT_ITERATIONS = 50  # or this many fitting sweeps (the full fit runs once, at the end)
@@ -416,7 +419,7 @@ def candidate_keys(model: Model, other_idx: list[int], max_cells: int) -> list[t
     out += [k for t in sorted(triples) for k in readings(t, every=False) if fits(k)]
     if model.group_idx:
         groups = math.prod(sizes[g] for g in model.group_idx)
-        large = model.total >= SUBGROUP_ROWS * groups
+        large = model.from_public or model.total >= SUBGROUP_ROWS * groups
         widths = range(1, len(model.group_idx) + 1) if large else (len(model.group_idx),)
         for by in (by for r in widths for by in itertools.combinations(model.group_idx, r)):
             cells = math.prod(sizes[g] for g in by)

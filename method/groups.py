@@ -36,6 +36,12 @@ GROUP_FITS = (GUM_MOVES, REWRITE, RAKE)
 # (bench/RESULTS.md, issue 11: the demo at eps 10, score 896.6 -> 907.3, 2-way TVD 0.049 -> 0.032).
 GROUP_GUM = GumOptions(iterations=4, alpha=0.5, decay=0.8)
 GROUP_REWRITE = GumOptions(iterations=4, alpha=0.5, decay=0.8, duplicate_share=0.0)
+# a group rakes over at most this many base records a row it draws (a random subset of the base): raking
+# the whole base for each of many small groups is slow (sprint2, 100,000 rows, 1,264 groups, eps 10, seeds
+# 0-1: 264 s a run with the whole base, score 707.3; 20 a row: 57 s, 707.9; 50: 708.0), while fewer records
+# to draw from cost the demo's large groups (eps 1 / 10: 862.2 / 912.9 with the whole base, 861.0 / 912.2
+# with 20 a row; with 40 a row they rake the whole base)
+RAKE_POOL = 40
 RAKE_PASSES = 10  # sweeps of raking over a group's 1-way marginals (3: demo eps 10 906.4; 10: 907.3; 30: 907.5)
 # records of the base set that groups draw from: a table of fewer rows gets one base record per row, so a
 # table without groups is the base itself, not a resample (bench/RESULTS.md, issue 11: adult at eps 10,
@@ -132,8 +138,10 @@ def _one_group(args) -> np.ndarray:
     cell, rows, rng = args
     base, group_idx, targets, stacked, sizes, group_shape, boxes, fit = _STATE
     if fit == RAKE:  # targets: the groups' own 1-way marginals, {column: groups × values}
-        weights = rake(base, [(j, values[cell]) for j, values in targets.items()], RAKE_PASSES)
-        records = base[systematic_draw(weights, len(rows), rng, strata=base[:, list(targets)])]
+        pool = base if len(base) <= RAKE_POOL * len(rows) else \
+            base[rng.choice(len(base), RAKE_POOL * len(rows), replace=False)]
+        weights = rake(pool, [(j, values[cell]) for j, values in targets.items()], RAKE_PASSES)
+        records = pool[systematic_draw(weights, len(rows), rng, strata=pool[:, list(targets)])]
     else:
         if stacked:
             targets = [(cols, values[cell]) for cols, values in targets]

@@ -259,3 +259,31 @@ def test_rounds_measure_a_column_by_the_one_group_column_it_depends_on():
     small, ledger = run_method("dpsyn", Encoder.fit(schema), codes[:3000], epsilon=2.0, groups=("P", "Y"), seed=1,
                                regime="adaptive")
     assert not any(f"2-way marginal {g} × " in c.step for g in "PY" for c in ledger.charges)
+
+
+def test_from_public_records_small_groups_may_be_measured_by_one_group_column():
+    """From public records groups are drawn whole by raking, so P × X is a candidate however small the
+    groups are (500 rows a group here); the release keeps the dependence in every group."""
+    from method.base import PublicData
+
+    schema = parse_schema({"runs": [{"epsilon": 1, "delta": 1e-9, "max_records": 10_000,
+                                     "max_records_per_individual": 1}],
+                           "schema": {"P": {"dtype": "str", "values": ["a", "b", "c"]},
+                                      "Y": {"dtype": "int", "values": [0, 1]},
+                                      "X": {"dtype": "int", "values": [0, 1, 2, 3]},
+                                      "Z": {"dtype": "int", "values": [0, 1]}}})
+    rng = np.random.default_rng(0)
+    n = 3000
+    p, y, z = rng.integers(0, 3, n), rng.integers(0, 2, n), rng.integers(0, 2, n)
+    x = np.where(rng.random(n) < 0.8, p, rng.integers(0, 4, n))
+    codes = np.column_stack([p, y, x, z]).astype(np.int32)
+    public = PublicData(np.column_stack([rng.integers(0, 3, 1000), rng.integers(0, 2, 1000),
+                                         rng.integers(0, 4, 1000), rng.integers(0, 2, 1000)]).astype(np.int32), {})
+    out, ledger = run_method("dpsyn", Encoder.fit(schema), codes, epsilon=2.0, groups=("P", "Y"), seed=1,
+                             public=public, regime="adaptive")
+    measured = [c.step.split(": ", 1)[1] for c in ledger.charges
+                if c.step.startswith("adaptive round") and not c.mechanism.startswith("exponential")]
+    assert measured[0] == "2-way marginal P × X"
+    for group in range(3):
+        assert np.mean(out[out[:, 0] == group, 2] == group) > 0.7
+    assert sum(c.rho for c in ledger.charges) == pytest.approx(ledger.budget, rel=1e-9)
