@@ -24,9 +24,8 @@ log = logging.getLogger(__name__)
 GUM_MOVES = "gum"  # the write-up: GUM passes (GROUP_GUM) toward every target
 REWRITE = "rewrite"  # GUM passes that only rewrite the columns of the group's targets (GROUP_REWRITE)
 RAKE = "rake"  # no GUM: whole base records drawn with weights raked to the group's own 1-way marginals,
-# stratified by those marginals' columns (a draw in random order: the demo at eps 10, score 907.8; stratified
+# stratified by those marginals' columns (a draw in random order: the demo at eps 10, score 907.3-907.8; stratified
 # by 1, 3, 6 random ones of its 23 columns: 908.1, 909.6, 911.4; by all: 912.9; 2 seeds)
-GROUP_FITS = (GUM_MOVES, REWRITE, RAKE)
 # Duplicating a whole record to fit a group's targets also moves the group's other columns, which nothing
 # refits: from public records that keeps the public joint structure, but from independent draws it only adds
 # sampling error to every column (bench/RESULTS.md, issue 11: ct_drug_deaths at eps 1, 2-way TVD 0.0233 ->
@@ -166,9 +165,9 @@ def synthesize_groups(base: np.ndarray, per_group: np.ndarray, group_idx: list[i
     small group to them again distorts it), and not at all when there is none.  ``fit``: GUM_MOVES
     (the write-up's GUM), REWRITE (GUM that only rewrites the targets' columns, for a base that did
     not start from public records) or RAKE (where there are per-group marginals: each group draws
-    its rows from the whole base in proportion to weights raked to its own 1-way marginals,
-    stratified by their columns, and keeps them whole).  No record lands in a ``boxes`` box (raked draws copy base records, which
-    are allowed)."""
+    its rows from the base, or a random RAKE_POOL records a row of it, in proportion to weights raked
+    to its own 1-way marginals, stratified by their columns, and keeps them whole).  No record lands
+    in a ``boxes`` box (raked draws copy base records, which are allowed)."""
     global _STATE
     if own_targets_only:
         targets = [(cols, values) for cols, values in targets if set(cols) & set(per_group_1way)]
