@@ -334,7 +334,8 @@ def measure_adaptively(private: PrivateTable, public_codes: np.ndarray | None, c
                  ", ".join(f"{names[j]} ({sizes[j]} codes, in {layout.widths[j]}s)" for j in layout.split))
     model_idx = list(other_idx) + [layout.offset(j) for j in layout.split]
     public = layout.encode(public_codes) if public_codes is not None else None
-    model.records = start_records(public, model_idx, model.global_targets(), base_size(model.total),
+    rich = public is not None and bool(group_idx) and one_way_rounds > 1  # groups drawn by raking, rich budget
+    model.records = start_records(public, model_idx, model.global_targets(), base_size(model.total, rich=rich),
                                   layout.model_sizes, ctx.rng)
     model.records = gum(model.records, layout.model_sizes, model.global_targets(), ctx.rng, boxes=ctx.boxes)
     sigmas = [model.noisy[layout.key((j,))][1] for j in other_idx]

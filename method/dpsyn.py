@@ -123,7 +123,9 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
             per_group_1way = {c[-1]: v.reshape(-1, sizes[c[-1]]) for c, v in by_cols.items()
                               if group_idx and len(c) == len(group_idx) + 1 and list(c[:-1]) == group_idx}
         if base is None:
-            start = start_records(public_codes, other_idx, global_targets, base_size(total), sizes, ctx.rng)
+            rich = public_codes is not None and bool(group_idx) and plan.regime == TWO_WAY  # groups drawn by raking
+            start = start_records(public_codes, other_idx, global_targets, base_size(total, rich=rich), sizes,
+                                  ctx.rng)
             base = gum(start, sizes, global_targets, ctx.rng, boxes=ctx.boxes)
         own_only = plan.regime == ADAPTIVE or (options.planner == AUTO and bool(group_idx))
         fit = GUM_MOVES if not own_only else RAKE if public_codes is not None else REWRITE

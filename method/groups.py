@@ -46,10 +46,21 @@ RAKE_PASSES = 10  # sweeps of raking over a group's 1-way marginals (3: demo eps
 # table without groups is the base itself, not a resample (bench/RESULTS.md, issue 11: adult at eps 10,
 # 2-way TVD 0.0248 with 20,000 base records for its 48,842 rows, 0.0228 with one per row)
 BASE_RECORDS = 100_000
+# ... but where groups are drawn from it by raking (from public records) and the budget is rich (precise
+# measurements), a base of this many records a row, if that stays within RICH_BASE_RECORDS: groups then draw
+# from more varied records, and the model's GUM fits its marginals with finer steps (bench/RESULTS.md, issue
+# 11: acs_split at eps 1, score 875.5 -> 882.4, 2-way TVD 0.0749 -> 0.0595; the demo at eps 1 / 10, 862.2 /
+# 913.0 -> 866.8 / 914.8, seeds 0-1).  At eps 0.1 it lost (the demo: 779.8 -> 768.3), and a larger table keeps
+# one record a row, since the rounds' GUM time grows with the base (sprint2's 100,000 rows stay at 100,000).
+RICH_BASE_PER_ROW = 4
+RICH_BASE_RECORDS = 250_000
 
 
-def base_size(total: float, most: int = BASE_RECORDS) -> int:
-    """Records in a base set for a table of about ``total`` rows: at most ``most``, at least 1,000."""
+def base_size(total: float, most: int = BASE_RECORDS, rich: bool = False) -> int:
+    """Records in a base set for a table of about ``total`` rows: at most ``most``, at least 1,000; where
+    ``rich``, RICH_BASE_PER_ROW a row when that is at most RICH_BASE_RECORDS."""
+    if rich and RICH_BASE_PER_ROW * total <= RICH_BASE_RECORDS:
+        return int(max(RICH_BASE_PER_ROW * total, 1000))
     return int(min(most, max(total, 1000)))
 
 

@@ -20,6 +20,12 @@ def test_a_table_below_the_base_cap_gets_one_base_record_per_row():
     assert base_size(12.0) == 1_000
 
 
+def test_a_rich_base_has_four_records_a_row_only_where_that_stays_small():
+    assert base_size(54_301.2, rich=True) == 217_204
+    assert base_size(100_000.0, rich=True) == 100_000  # 400,000 would slow every round: one a row
+    assert base_size(12.0, rich=True) == 1_000
+
+
 @pytest.mark.parametrize("available, counts", [(12, [5, 4, 3]), (12, [5, 4, 0, 1]), (5, [4, 4, 4])])
 def test_groups_share_the_base_out_between_them(available, counts):
     parts = partition_rows(available, np.array(counts), np.random.default_rng(0))
