@@ -234,20 +234,24 @@ def test_the_model_answers_marginals_by_some_of_the_group_columns():
     assert list(model.per_group_marginals()) == [2]
 
 
-def test_rounds_measure_a_column_by_the_one_group_column_it_depends_on():
-    """X depends on P and not on Y: a round measures P × X (half the cells of P × Y × X) and the
-    release keeps the dependence in every group; with small groups only P × Y × X is a candidate."""
+def _x_follows_p(n: int, rng: np.random.Generator):
+    """(schema, codes) of n rows of groups P × Y (3 × 2) and columns X, Z, where X equals P in 80% of rows."""
     schema = parse_schema({"runs": [{"epsilon": 1, "delta": 1e-9, "max_records": 10_000,
                                      "max_records_per_individual": 1}],
                            "schema": {"P": {"dtype": "str", "values": ["a", "b", "c"]},
                                       "Y": {"dtype": "int", "values": [0, 1]},
                                       "X": {"dtype": "int", "values": [0, 1, 2, 3]},
                                       "Z": {"dtype": "int", "values": [0, 1]}}})
-    rng = np.random.default_rng(0)
-    n = 9000  # 1,500 rows a group: columns by some of the group columns are candidates (SUBGROUP_ROWS)
     p, y, z = rng.integers(0, 3, n), rng.integers(0, 2, n), rng.integers(0, 2, n)
     x = np.where(rng.random(n) < 0.8, p, rng.integers(0, 4, n))
-    codes = np.column_stack([p, y, x, z]).astype(np.int32)
+    return schema, np.column_stack([p, y, x, z]).astype(np.int32)
+
+
+def test_rounds_measure_a_column_by_the_one_group_column_it_depends_on():
+    """X depends on P and not on Y: a round measures P × X (half the cells of P × Y × X) and the
+    release keeps the dependence in every group; with small groups only P × Y × X is a candidate."""
+    # 1,500 rows a group: columns by some of the group columns are candidates (SUBGROUP_ROWS)
+    schema, codes = _x_follows_p(9000, np.random.default_rng(0))
     out, ledger = run_method("dpsyn", Encoder.fit(schema), codes, epsilon=2.0, groups=("P", "Y"), seed=1,
                              regime="adaptive")
     measured = [c.step.split(": ", 1)[1] for c in ledger.charges
@@ -266,17 +270,8 @@ def test_from_public_records_small_groups_may_be_measured_by_one_group_column():
     groups are (500 rows a group here); the release keeps the dependence in every group."""
     from method.base import PublicData
 
-    schema = parse_schema({"runs": [{"epsilon": 1, "delta": 1e-9, "max_records": 10_000,
-                                     "max_records_per_individual": 1}],
-                           "schema": {"P": {"dtype": "str", "values": ["a", "b", "c"]},
-                                      "Y": {"dtype": "int", "values": [0, 1]},
-                                      "X": {"dtype": "int", "values": [0, 1, 2, 3]},
-                                      "Z": {"dtype": "int", "values": [0, 1]}}})
     rng = np.random.default_rng(0)
-    n = 3000
-    p, y, z = rng.integers(0, 3, n), rng.integers(0, 2, n), rng.integers(0, 2, n)
-    x = np.where(rng.random(n) < 0.8, p, rng.integers(0, 4, n))
-    codes = np.column_stack([p, y, x, z]).astype(np.int32)
+    schema, codes = _x_follows_p(3000, rng)
     public = PublicData(np.column_stack([rng.integers(0, 3, 1000), rng.integers(0, 2, 1000),
                                          rng.integers(0, 4, 1000), rng.integers(0, 2, 1000)]).astype(np.int32), {})
     out, ledger = run_method("dpsyn", Encoder.fit(schema), codes, epsilon=2.0, groups=("P", "Y"), seed=1,
