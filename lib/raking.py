@@ -22,13 +22,15 @@ def rake(records: np.ndarray, margins: list[tuple[int, np.ndarray]], passes: int
     left out and the others fill in.  Uniform weights where the targets leave every record out."""
     n = len(records)
     weights = np.full(n, 1.0 / max(n, 1))
+    shares = []
+    for j, target in margins:
+        target = np.clip(np.asarray(target, dtype=np.float64), 0.0, None)
+        if target.sum() > 0:
+            shares.append((j, target / target.sum()))
     for _ in range(passes):
-        for j, target in margins:
-            target = np.clip(np.asarray(target, dtype=np.float64), 0.0, None)
-            if target.sum() <= 0:
-                continue
-            current = np.bincount(records[:, j], weights, minlength=len(target))
-            factor = np.divide(target / target.sum(), current, out=np.zeros(len(target)), where=current > 0)
+        for j, share in shares:
+            current = np.bincount(records[:, j], weights, minlength=len(share))
+            factor = np.divide(share, current, out=np.zeros(len(share)), where=current > 0)
             scaled = weights * factor[records[:, j]]
             if scaled.sum() <= 0:
                 continue

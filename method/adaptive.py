@@ -84,7 +84,7 @@ NOISE_L1 = math.sqrt(2 / math.pi)  # E|N(0, σ²)| / σ
 # groups' shared structure gives (bench/RESULTS.md, issue 11: the demo, 1,359 rows a group, eps 1: 825.4 ->
 # 844.3; sprint2 at 100,000 rows, 79 a group, eps 10: 695.4 -> 649.5 without this rule).  From public records
 # groups are drawn whole from the model's records by raking (method/groups.py), which distorts nothing, and
-# S × column is a candidate at any size (sprint2 at eps 1 / 10, seeds 0-1: 688.9 / 694.4 -> 697.0 / 707.9).
+# S × column is a candidate at any size (sprint2 at eps 1 / 10, seeds 0-1: 688.9 / 694.4 -> 697.0 / 707.7).
 # Group × column is always a candidate.
 SUBGROUP_ROWS = 1000
 ROUND_TOLERANCE = 1e-6  # consistency within rounds: agreement to a millionth of the total,

@@ -145,13 +145,12 @@ def partition_rows(available: int, counts: np.ndarray, rng: np.random.Generator)
 
 
 def _one_group(args) -> np.ndarray:
-    cell, rows, rng = args
+    cell, rows, rng = args  # rows: base row indices, or (RAKE) how many rows to draw
     base, group_idx, targets, stacked, sizes, group_shape, boxes, fit = _STATE
     if fit == RAKE:  # targets: the groups' own 1-way marginals, {column: groups × values}
-        pool = base if len(base) <= RAKE_POOL * len(rows) else \
-            base[rng.choice(len(base), RAKE_POOL * len(rows), replace=False)]
+        pool = base if len(base) <= RAKE_POOL * rows else base[rng.choice(len(base), RAKE_POOL * rows, replace=False)]
         weights = rake(pool, [(j, values[cell]) for j, values in targets.items()], RAKE_PASSES)
-        records = pool[systematic_draw(weights, len(rows), rng, strata=pool[:, list(targets)])]
+        records = pool[systematic_draw(weights, rows, rng, strata=pool[:, list(targets)])]
     else:
         if stacked:
             targets = [(cols, values[cell]) for cols, values in targets]
@@ -195,7 +194,8 @@ def synthesize_groups(base: np.ndarray, per_group: np.ndarray, group_idx: list[i
     elif reuse_equal_sizes and len(cells):
         tasks = [(int(c), int(per_group[c]), r) for c, r in zip(cells, rngs)]
         return _reuse_equal_sizes(tasks, base, group_idx, targets, sizes, group_shape, boxes, fit)
-    pieces = partition_rows(len(base), per_group[cells], rng)
+    # a raked group draws from the whole base; the others share it out
+    pieces = [int(n) for n in per_group[cells]] if fit == RAKE else partition_rows(len(base), per_group[cells], rng)
     tasks = [(int(c), rows, r) for c, rows, r in zip(cells, pieces, rngs)]
     _STATE = (base, group_idx, targets, stacked, sizes, group_shape, boxes, fit)
     bar = progress(len(tasks), "groups", "group", log, minimum=2)
