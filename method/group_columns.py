@@ -1,0 +1,64 @@
+"""Group × column marginals of the columns whose distribution differs most between groups.
+
+In the write-up's public regime without a public file (a small budget, with groups) only group
+counts and 1-way marginals are measured, so every group gets every column's overall distribution.
+Yet a column's shares per group are what a per-group score reads most: on ct_drug_deaths (groups:
+year) records with every column independent within a year but each year's own 1-way marginals
+score 986, with the overall 1-way marginals 816, and a handful of columns (injury state and county,
+any opioid, fentanyl) carry most of the difference.  So, under the ``auto`` planner, part of the
+group counts' budget (method/planner.py ``GROUP_COLUMN_SHARE``) goes here instead: the exponential
+mechanism (``PrivateTable.select``, SELECT_SHARE of this step's rho) picks GROUP_COLUMNS columns by
+how far their group × column counts are (L1) from the noisy group counts times their noisy overall
+distribution, less the L1 error that the noise of that reference alone explains; the rest of the rho
+measures the chosen group × column marginals (Gaussian, evenly split).  They also inform the group
+counts and the 1-way marginals through consistency, and groups are refitted to them as in the
+two-way regime (method/groups.py).
+"""
+from __future__ import annotations
+
+import logging
+import math
+
+import numpy as np
+
+from lib.marginals import clip_and_normalise
+from lib.privacy.private_table import PrivateTable
+from lib.privacy.queries import Marginal
+from method.base import RunContext
+
+log = logging.getLogger(__name__)
+
+GROUP_COLUMNS = 5     # columns measured per group (ct_drug_deaths at eps 0.1, bench/RESULTS.md: 3 or 5)
+SELECT_SHARE = 0.1    # of this step's rho: the choice of the columns
+NOISE_L1 = math.sqrt(2 / math.pi)  # E|N(0, σ²)| / σ
+
+
+def measure_group_columns(private: PrivateTable, ctx: RunContext, group_idx: list[int],
+                          counts: np.ndarray, one_ways: dict[int, tuple[np.ndarray, float]],
+                          rho: float) -> list[tuple[tuple[int, ...], np.ndarray, float]]:
+    """(group columns + (j,), noisy counts, noise sd) for each chosen column j (module doc).
+
+    ``counts``: the released group counts (group shape); ``one_ways``: column -> its released noisy
+    1-way marginal and noise sd; both public.  Privacy cost: ``rho`` exactly (SELECT_SHARE of it on
+    the choice, the rest on the measurements), nothing when no column has two or more values.
+    """
+    names = ctx.domain.names
+    columns = [j for j, (values, _) in one_ways.items() if values.size > 1]
+    if not columns or rho <= 0:
+        return []
+    k = min(GROUP_COLUMNS, len(columns))
+    groups = np.clip(np.asarray(counts, dtype=np.float64), 0.0, None)
+    queries = [Marginal(tuple(names[g] for g in group_idx) + (names[j],)) for j in columns]
+    references = [np.multiply.outer(groups, clip_and_normalise(one_ways[j][0])) for j in columns]
+    penalties = [NOISE_L1 * one_ways[j][1] * one_ways[j][0].size for j in columns]
+    chosen = private.select(queries, references, SELECT_SHARE * rho, k=k, penalties=penalties,
+                            label=f"choice of {k} of {len(columns)} columns to measure per group").chosen
+    each = (1 - SELECT_SHARE) * rho / k
+    out = []
+    for i in chosen:
+        m = private.measure(queries[i], each)
+        out.append((tuple(group_idx) + (columns[i],), m.noisy, m.sigma))
+    log.info("dpsyn: measured per group (%s) the %d columns that differ most between groups: %s (noise sd %.3g "
+             "per cell)", " × ".join(names[g] for g in group_idx), k, ", ".join(names[columns[i]] for i in chosen),
+             out[0][2])
+    return out

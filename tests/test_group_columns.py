@@ -1,0 +1,52 @@
+"""Group × column marginals of the columns that differ most between groups (method/group_columns.py)."""
+import numpy as np
+import pytest
+
+from dataloader.encoding import Encoder
+from dataloader.schema import parse_schema
+from method import group_columns
+from method.planner import PUBLIC, make_plan
+from tests.conftest import run_method
+
+SCHEMA = parse_schema({"runs": [{"epsilon": 1, "delta": 1e-9, "max_records": 10_000, "max_records_per_individual": 1}],
+                       "schema": {"G": {"dtype": "str", "values": ["a", "b", "c"]},
+                                  "X": {"dtype": "int", "values": [0, 1, 2, 3]},
+                                  "Y": {"dtype": "int", "values": [0, 1]},
+                                  "Z": {"dtype": "int", "values": [0, 1, 2]}}})
+
+
+def test_without_public_records_the_planner_gives_half_the_group_share_to_group_columns():
+    rows = 7600.0  # public regime at eps 0.1, theta 1: eps < eps0 + eps1 + 1500/rows
+    auto = make_plan(0.1, 1, rows, True, False, rho=1e-4, pair_cells=(4,))
+    written = make_plan(0.1, 1, rows, True, False)
+    assert auto.regime == written.regime == PUBLIC
+    assert written.group_column_share == 0.0
+    assert auto.group_column_share == pytest.approx(0.5 * written.group_share)
+    assert auto.group_share == pytest.approx(0.5 * written.group_share)
+    assert auto.total_share + auto.group_share + auto.marginal_share + auto.group_column_share == pytest.approx(1.0)
+    assert make_plan(0.1, 1, rows, True, True, rho=1e-4, pair_cells=(4,)).group_column_share == 0.0  # public file
+    assert make_plan(0.1, 1, rows, False, False, rho=1e-4, pair_cells=(4,)).group_column_share == 0.0  # no groups
+
+
+def test_the_column_that_differs_between_groups_is_measured_per_group(monkeypatch):
+    """X follows the group, Y and Z do not: with one column to choose, the choice is X, and the
+    ledger still sums to the budget, the choice charged with the marginals' sensitivity theta."""
+    rng = np.random.default_rng(0)
+    n = 6000
+    g = rng.integers(0, 3, n)
+    x = np.where(rng.random(n) < 0.8, g, 3)
+    codes = np.column_stack([g, x, rng.integers(0, 2, n), rng.integers(0, 3, n)]).astype(np.int32)
+    monkeypatch.setattr(group_columns, "GROUP_COLUMNS", 1)
+    encoder = Encoder.fit(SCHEMA)
+    out, ledger = run_method("dpsyn", encoder, codes, theta=2, epsilon=1.0, groups=("G",), seed=4, regime=PUBLIC)
+    assert sum(c.rho for c in ledger.charges) == pytest.approx(ledger.budget, rel=1e-9)
+    choice = [c for c in ledger.charges if c.step.startswith("choice of 1 of 3 columns")]
+    per_group = [c for c in ledger.charges if c.step.startswith("2-way marginal G ×")]
+    assert len(choice) == 1 and 2 <= choice[0].sensitivity <= 2 * (1 + 2 ** -10)
+    assert [c.step for c in per_group] == ["2-way marginal G × X"]
+    assert choice[0].rho == pytest.approx(group_columns.SELECT_SHARE / (1 - group_columns.SELECT_SHARE)
+                                          * per_group[0].rho)
+    # each group keeps its own distribution of X
+    for cell in range(3):
+        shares = np.bincount(out[out[:, 0] == cell, 1], minlength=4) / max((out[:, 0] == cell).sum(), 1)
+        assert shares[cell] > 0.6
