@@ -23,7 +23,9 @@ bench/run_bench.py.
 The write-up states these shares in epsilon; here each share becomes the same
 fraction of the run's rho, so the shares sum exactly to the run's budget.  Without
 a public file the "public" regime measures noisy 1-way marginals with half of
-what would go to group counts (there are no public marginals to fall back on).
+what would go to group counts (there are no public marginals to fall back on), and
+under the auto planner, with groups, half of what is left for the group counts measures the
+columns that differ most between groups per group (GROUP_COLUMN_SHARE, method/group_columns.py).
 Without group columns the group-count share goes to the marginals, and the
 noisy total N~ sets the number of records; when every column is a group column, the
 marginal share goes to the group counts.
@@ -53,8 +55,8 @@ TWO_WAY_NOISE_FROM_DRAWS = 0.1
 RICH_PAIR_NOISE = 2.0
 # Public regime with groups and no public file, under the auto planner: this share of the group counts' rho
 # goes to group × column marginals of the columns that differ most between groups (method/group_columns.py;
-# bench/RESULTS.md, issue 11: ct_drug_deaths at eps 0.1, 16 seeds, Sprint-2 score 762.4 -> 810.5, accuracy
-# 0.549 -> 0.70; taken from the 1-way marginals instead, 2-way TVD 0.0958 -> 0.1095).
+# bench/RESULTS.md, issue 11: ct_drug_deaths at eps 0.1, 16 seeds, Sprint-2 score 762.4 -> 804.3, accuracy
+# 0.549 -> 0.664, 2-way TVD 0.0958 -> 0.0953; taken from the 1-way marginals instead, 2-way TVD 0.1095).
 GROUP_COLUMN_SHARE = 0.5
 
 
