@@ -6,7 +6,7 @@ post-processes the records (step 4):
 1. cheap measurements: the group counts (the write-up's two-way share, when there are
    groups; pulled toward the product of their one-way totals, method/groups.py
    ``smoothed_counts``) and every 1-way marginal, each at the first round's measuring rho (twice
-   that where the planner finds the budget rich, ``one_way_rounds``)
+   that where the planner finds the budget rich, four times where it finds the pairs noisy, ``one_way_rounds``)
    (their sum split by cells^(2/3) where columns are split, below);
 2. rounds: the candidates are every 1-way, 2-way and group × column marginal, the 3-way
    marginals that extend a measured pair and, from public records or where groups are large
@@ -285,12 +285,14 @@ class Model:
 
 def measure_adaptively(private: PrivateTable, public_codes: np.ndarray | None, ctx: RunContext,
                        group_idx: list[int], other_idx: list[int], group_rho: float, max_cells: int,
-                       earlier: tuple = (), few_rounds: bool = False, one_way_rounds: int = 1) -> Model:
+                       earlier: tuple = (), few_rounds: bool = False, one_way_rounds: int = 1,
+                       rich: bool = False) -> Model:
     """The fitted model after spending exactly what remains of the run's budget (module doc).
 
     ``earlier``: (column indices, noisy values, sigma) already measured (a noisy total), kept in
     the model.  ``few_rounds``: FEW_ROUNDS_PER_COLUMN rounds a column, not ROUNDS_PER_COLUMN;
-    ``one_way_rounds``: the 1-way marginals' measuring rho, in rounds' (method/planner.py).
+    ``one_way_rounds``: the 1-way marginals' measuring rho, in rounds' (method/planner.py); ``rich``: the
+    planner found the pairs worth their noise (a larger base from public records with groups).
     Privacy cost: ``private.remaining`` at the call, all of it: ``group_rho`` on
     the group counts (when there are groups), the rest on 1-way marginals and the rounds'
     selections and measurements.
@@ -334,7 +336,7 @@ def measure_adaptively(private: PrivateTable, public_codes: np.ndarray | None, c
                  ", ".join(f"{names[j]} ({sizes[j]} codes, in {layout.widths[j]}s)" for j in layout.split))
     model_idx = list(other_idx) + [layout.offset(j) for j in layout.split]
     public = layout.encode(public_codes) if public_codes is not None else None
-    rich = public is not None and bool(group_idx) and one_way_rounds > 1  # groups drawn by raking, rich budget
+    rich = rich and public is not None and bool(group_idx)  # groups drawn by raking, rich budget
     model.records = start_records(public, model_idx, model.global_targets(), base_size(model.total, rich=rich),
                                   layout.model_sizes, ctx.rng)
     model.records = gum(model.records, layout.model_sizes, model.global_targets(), ctx.rng, boxes=ctx.boxes)

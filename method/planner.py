@@ -47,12 +47,19 @@ TWO_WAY_NOISE = 0.2  # measure every pair when its expected L1 noise is below th
 # fewer, larger rounds (bench/RESULTS.md, issue 11: adult at eps 10, pair noise 0.17: 3-way TVD 0.0748 two-way,
 # 0.0661 adaptive; ct_drug_deaths at eps 10, pair noise 0.025: Sprint-2 score 979.6 two-way, 967.6 adaptive).
 TWO_WAY_NOISE_FROM_DRAWS = 0.1
-# Adaptive regime: the 1-way marginals get two rounds' rho each where the noise of the pairs (not of the group ×
-# column marginals) is below this, a budget rich enough for pairs to be worth their noise, and the rounds are
-# not already few; else one round's.  Where rounds are few, taking from them costs more than sharper 1-ways
-# give (bench/RESULTS.md, issue 11: adult at eps 1, pair noise 1.5, 2-way TVD 0.0363 -> 0.0359; with two
-# rounds' rho at eps 0.1, pair noise 15, 0.1018 -> 0.1067, and at eps 10 with few rounds 0.0205 -> 0.0225).
+# Adaptive regime, rounds not already few: the 1-way marginals get two rounds' rho each where the noise of the
+# pairs (not of the group × column marginals) is below this, a budget rich enough for pairs to be worth their
+# noise (``Plan.rich``; adult at eps 1, pair noise 1.5, 2-way TVD 0.0363 -> 0.0359 against one round's rho;
+# four rounds' there: 0.0352 against 0.0353, 3-way 0.0861 against 0.0848), and POOR_ONE_WAY_ROUNDS rounds' rho
+# each above it.  Where rounds are few, taking from them costs more than sharper 1-ways give (adult at eps 10,
+# 2-way TVD 0.0205 -> 0.0225 with two rounds' rho).  bench/RESULTS.md, issue 11.
 RICH_PAIR_NOISE = 2.0
+# Where pairs are noisy, the 2-way error is mostly the 1-way marginals' own (adult at eps 0.1: hours-per-week's
+# 1-way TVD 0.125), and sharper 1-way marginals are worth more than rounds: adult at eps 0.1 / 0.3 / 0.5 (pair
+# noise 13.5 / 4.7 / 2.9), 2-way TVD 0.0992 / 0.0595 / 0.0472 with one round's rho, 0.0904 / - / - with four
+# (16 / 8 / 8 seeds; five: 0.0874 / 0.0542 / 0.0439), but raw Adult's classifier at eps 0.1 loses macro F1
+# 0.735 -> 0.726 with four, 0.694 with five (bench/RESULTS.md, issue 11: "Sharper 1-way marginals").
+POOR_ONE_WAY_ROUNDS = 4
 # Public regime with groups and no public file, under the auto planner: this share of the group counts' rho
 # goes to group × column marginals of the columns that differ most between groups (method/group_columns.py;
 # bench/RESULTS.md, issue 11: ct_drug_deaths at eps 0.1, 16 seeds, Sprint-2 score 762.4 -> 804.3, accuracy
@@ -81,6 +88,7 @@ class Plan:
     group_share: float
     marginal_share: float
     few_rounds: bool = False  # adaptive where every pair would be cheap to measure: fewer, larger rounds
+    rich: bool = False  # adaptive, rounds not few, pairs' noise below RICH_PAIR_NOISE
     one_way_rounds: int = 1  # adaptive: the 1-way marginals' rho, in rounds' rho each
     group_column_share: float = 0.0  # public regime: group × column marginals of chosen columns
 
@@ -139,12 +147,13 @@ def make_plan(epsilon: float, theta: int, noisy_total: float | None, has_groups:
     ``group_cells``) where there are groups; else the adaptive rounds, which measure only the
     marginals worth their noise (``few_rounds`` where that noise is below TWO_WAY_NOISE; 1-way
     marginals at two rounds' rho each, ``one_way_rounds``, where the pairs' noise is below
-    RICH_PAIR_NOISE and the rounds are not few).  In the public regime with groups but no public
+    RICH_PAIR_NOISE, ``rich``, and at POOR_ONE_WAY_ROUNDS rounds' rho above it, where the rounds are
+    not few).  In the public regime with groups but no public
     file, given ``rho`` (the auto planner), GROUP_COLUMN_SHARE of the group counts' share goes to
     ``group_column_share`` (method/group_columns.py).
     """
     t = Thresholds.for_theta(theta)
-    total_eps, tau1, tau2, few_rounds, one_way_rounds = 0.0, 0.0, 0.0, False, 1
+    total_eps, tau1, tau2, few_rounds, one_way_rounds, rich = 0.0, 0.0, 0.0, False, 1, False
     if noisy_total is not None:
         total_eps = total_share(epsilon, theta) * epsilon
         tau1 = 1500 * theta / max(noisy_total, 1.0)
@@ -165,7 +174,9 @@ def make_plan(epsilon: float, theta: int, noisy_total: float | None, has_groups:
             noise = max(pairs, groups)
             regime = TWO_WAY if noise < (TWO_WAY_NOISE if has_public else TWO_WAY_NOISE_FROM_DRAWS) else ADAPTIVE
             few_rounds = regime == ADAPTIVE and noise < TWO_WAY_NOISE
-            one_way_rounds = 2 if regime == ADAPTIVE and not few_rounds and pairs < RICH_PAIR_NOISE else 1
+            rich = regime == ADAPTIVE and not few_rounds and pairs < RICH_PAIR_NOISE
+            if regime == ADAPTIVE and not few_rounds:
+                one_way_rounds = 2 if rich else POOR_ONE_WAY_ROUNDS
     else:
         regime = written = forced
     rest = epsilon - total_eps
@@ -189,5 +200,5 @@ def make_plan(epsilon: float, theta: int, noisy_total: float | None, has_groups:
     if regime == PUBLIC and not has_public and has_groups and columns and rho is not None:
         group_column_eps = GROUP_COLUMN_SHARE * group_eps
         group_eps -= group_column_eps
-    return Plan(regime, total_eps / epsilon, group_eps / epsilon, marginal_eps / epsilon, few_rounds,
+    return Plan(regime, total_eps / epsilon, group_eps / epsilon, marginal_eps / epsilon, few_rounds, rich,
                 one_way_rounds, group_column_eps / epsilon)

@@ -13,8 +13,8 @@ from api import release
 from dataloader.encoding import Encoder
 from dataloader.schema import SchemaError, parse_schema
 from method.adaptive import SELECT_SHARE, Model
-from method.planner import (ADAPTIVE, ONE_WAY, PUBLIC, RICH_PAIR_NOISE, TWO_WAY, TWO_WAY_NOISE,
-                            TWO_WAY_NOISE_FROM_DRAWS, make_plan, pair_noise)
+from method.planner import (ADAPTIVE, ONE_WAY, POOR_ONE_WAY_ROUNDS, PUBLIC, RICH_PAIR_NOISE, TWO_WAY,
+                            TWO_WAY_NOISE, TWO_WAY_NOISE_FROM_DRAWS, make_plan, pair_noise)
 from tests.conftest import run_method
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,9 +52,9 @@ def test_adaptive_rounds_spend_exactly_the_budget_and_record_every_choice(groups
     assert abs(len(out) - 4000) < 800
 
 
-@pytest.mark.parametrize("few_rounds, one_way_rounds", [(True, 1), (False, 2)])
+@pytest.mark.parametrize("few_rounds, one_way_rounds", [(True, 1), (False, 2), (False, POOR_ONE_WAY_ROUNDS)])
 def test_the_planners_round_choices_spend_exactly_the_budget(monkeypatch, few_rounds, one_way_rounds):
-    """The plan's fewer rounds and doubled 1-way rho (method/planner.py) still spend the budget exactly,
+    """The plan's fewer rounds and larger 1-way rho (method/planner.py) still spend the budget exactly,
     the 1-way marginals at one_way_rounds rounds' measuring rho each."""
     import dataclasses
 
@@ -127,10 +127,12 @@ def test_without_public_records_pairs_of_middling_noise_go_to_fewer_adaptive_rou
     assert "few rounds" in from_draws.describe(rho)
     assert from_draws.one_way_rounds == 1  # few rounds: none taken from them for the 1-ways
     dear = make_plan(5.0, 1, rows, False, False, rho=0.001, pair_cells=cells)
-    assert (dear.regime, dear.few_rounds, dear.one_way_rounds) == (ADAPTIVE, False, 1)
+    assert (dear.regime, dear.few_rounds, dear.rich, dear.one_way_rounds) == (ADAPTIVE, False, False,
+                                                                               POOR_ONE_WAY_ROUNDS)
     rich = make_plan(5.0, 1, rows, False, False, rho=0.03, pair_cells=cells)  # pair noise about 1
     assert TWO_WAY_NOISE < pair_noise(0.03, 1, rows, cells) < RICH_PAIR_NOISE
-    assert (rich.regime, rich.few_rounds, rich.one_way_rounds) == (ADAPTIVE, False, 2)
+    assert (rich.regime, rich.few_rounds, rich.rich, rich.one_way_rounds) == (ADAPTIVE, False, True, 2)
+    assert not from_draws.rich
     assert not make_plan(5.0, 1, rows, False, False, ADAPTIVE).few_rounds  # forced: the usual rounds
 
 
