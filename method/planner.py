@@ -58,7 +58,9 @@ RICH_PAIR_NOISE = 2.0
 # 1-way TVD 0.125), and sharper 1-way marginals are worth more than rounds: adult at eps 0.1 / 0.3 / 0.5 (pair
 # noise 13.5 / 4.7 / 2.9), 2-way TVD 0.0992 / 0.0595 / 0.0472 with one round's rho, 0.0904 / - / - with four
 # (16 / 8 / 8 seeds; five: 0.0874 / 0.0542 / 0.0439), but raw Adult's classifier at eps 0.1 loses macro F1
-# 0.735 -> 0.726 with four, 0.694 with five (bench/RESULTS.md, issue 11: "Sharper 1-way marginals").
+# 0.735 -> 0.726 with four, 0.694 with five (bench/RESULTS.md, issue 11: "Sharper 1-way marginals").  Without
+# public records only: public records carry the 1-way shapes already (the demo at eps 0.1, 3 seeds: 2-way TVD
+# 0.0983 -> 0.1048, 1-way 0.0408 -> 0.0466, with four).
 POOR_ONE_WAY_ROUNDS = 4
 # Public regime with groups and no public file, under the auto planner: this share of the group counts' rho
 # goes to group × column marginals of the columns that differ most between groups (method/group_columns.py;
@@ -147,8 +149,8 @@ def make_plan(epsilon: float, theta: int, noisy_total: float | None, has_groups:
     ``group_cells``) where there are groups; else the adaptive rounds, which measure only the
     marginals worth their noise (``few_rounds`` where that noise is below TWO_WAY_NOISE; 1-way
     marginals at two rounds' rho each, ``one_way_rounds``, where the pairs' noise is below
-    RICH_PAIR_NOISE, ``rich``, and at POOR_ONE_WAY_ROUNDS rounds' rho above it, where the rounds are
-    not few).  In the public regime with groups but no public
+    RICH_PAIR_NOISE, ``rich``, and without public records at POOR_ONE_WAY_ROUNDS rounds' rho above it,
+    where the rounds are not few).  In the public regime with groups but no public
     file, given ``rho`` (the auto planner), GROUP_COLUMN_SHARE of the group counts' share goes to
     ``group_column_share`` (method/group_columns.py).
     """
@@ -176,7 +178,7 @@ def make_plan(epsilon: float, theta: int, noisy_total: float | None, has_groups:
             few_rounds = regime == ADAPTIVE and noise < TWO_WAY_NOISE
             rich = regime == ADAPTIVE and not few_rounds and pairs < RICH_PAIR_NOISE
             if regime == ADAPTIVE and not few_rounds:
-                one_way_rounds = 2 if rich else POOR_ONE_WAY_ROUNDS
+                one_way_rounds = 2 if rich else 1 if has_public else POOR_ONE_WAY_ROUNDS
     else:
         regime = written = forced
     rest = epsilon - total_eps

@@ -129,6 +129,7 @@ def test_without_public_records_pairs_of_middling_noise_go_to_fewer_adaptive_rou
     dear = make_plan(5.0, 1, rows, False, False, rho=0.001, pair_cells=cells)
     assert (dear.regime, dear.few_rounds, dear.rich, dear.one_way_rounds) == (ADAPTIVE, False, False,
                                                                                POOR_ONE_WAY_ROUNDS)
+    assert make_plan(5.0, 1, rows, False, True, rho=0.001, pair_cells=cells).one_way_rounds == 1  # public file
     rich = make_plan(5.0, 1, rows, False, False, rho=0.03, pair_cells=cells)  # pair noise about 1
     assert TWO_WAY_NOISE < pair_noise(0.03, 1, rows, cells) < RICH_PAIR_NOISE
     assert (rich.regime, rich.few_rounds, rich.rich, rich.one_way_rounds) == (ADAPTIVE, False, True, 2)
