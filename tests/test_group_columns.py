@@ -5,7 +5,7 @@ import pytest
 from dataloader.encoding import Encoder
 from dataloader.schema import parse_schema
 from method import group_columns
-from method.planner import PUBLIC, make_plan
+from method.planner import GROUP_COLUMN_SHARE, GROUP_COUNT_NOISE, PUBLIC, make_plan
 from tests.conftest import run_method
 
 SCHEMA = parse_schema({"runs": [{"epsilon": 1, "delta": 1e-9, "max_records": 10_000, "max_records_per_individual": 1}],
@@ -28,6 +28,16 @@ def test_without_public_records_the_planner_gives_half_the_group_share_to_group_
     assert make_plan(0.1, 1, rows, False, False, rho=1e-4, pair_cells=(4,)).group_column_share == 0.0  # no groups
 
 
+def test_group_columns_take_nothing_from_group_counts_that_would_become_too_noisy():
+    """After the cut, the group counts' noise sd must stay within GROUP_COUNT_NOISE of the mean group size."""
+    rows, rho = 7600.0, 1e-4
+    sigma_after = 1 / (2 * (1 - GROUP_COLUMN_SHARE) * make_plan(0.1, 1, rows, True, False).group_share * rho) ** 0.5
+    few = int(GROUP_COUNT_NOISE * rows / sigma_after)  # groups at which the mean group is just large enough
+    assert make_plan(0.1, 1, rows, True, False, rho=rho, pair_cells=(4,), groups=few).group_column_share > 0
+    assert make_plan(0.1, 1, rows, True, False, rho=rho, pair_cells=(4,), groups=few + 1).group_column_share == 0
+    assert make_plan(0.01, 1, None, True, False, rho=rho, pair_cells=(4,)).group_column_share == 0  # no total
+
+
 def test_the_column_that_differs_between_groups_is_measured_per_group(monkeypatch):
     """X follows the group, Y and Z do not: with one column to choose, the choice is X, and the
     ledger still sums to the budget, the choice charged with the marginals' sensitivity theta."""
@@ -38,7 +48,8 @@ def test_the_column_that_differs_between_groups_is_measured_per_group(monkeypatc
     codes = np.column_stack([g, x, rng.integers(0, 2, n), rng.integers(0, 3, n)]).astype(np.int32)
     monkeypatch.setattr(group_columns, "GROUP_COLUMNS", 1)
     encoder = Encoder.fit(SCHEMA)
-    out, ledger = run_method("dpsyn", encoder, codes, theta=2, epsilon=1.0, groups=("G",), seed=4, regime=PUBLIC)
+    out, ledger = run_method("dpsyn", encoder, codes, theta=2, epsilon=0.5, groups=("G",), seed=4)
+    assert any(c.step == "noisy total" for c in ledger.charges)  # the write-up's public regime at this eps
     assert sum(c.rho for c in ledger.charges) == pytest.approx(ledger.budget, rel=1e-9)
     choice = [c for c in ledger.charges if c.step.startswith("choice of 1 of 3 columns")]
     per_group = [c for c in ledger.charges if c.step.startswith("2-way marginal G ×")]
