@@ -6,7 +6,8 @@ Yet a column's shares per group are what a per-group score reads most: on ct_dru
 year) records with every column independent within a year but each year's own 1-way marginals
 score 986, with the overall 1-way marginals 816, and a handful of columns (injury state and county,
 any opioid, fentanyl) carry most of the difference.  So, under the ``auto`` planner, part of the
-group counts' budget (method/planner.py ``GROUP_COLUMN_SHARE``) goes here instead: the exponential
+group counts' budget (method/planner.py ``GROUP_COLUMN_SHARE``; only where the counts stay precise enough,
+``GROUP_COUNT_NOISE``) goes here instead: the exponential
 mechanism (``PrivateTable.select``, SELECT_SHARE of this step's rho) picks GROUP_COLUMNS columns by
 how far their group × column counts are (L1) from the noisy group counts times their noisy overall
 distribution, less the L1 error that the noise of that reference alone explains; the rest of the rho
