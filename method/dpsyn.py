@@ -89,7 +89,7 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
         group_cells = tuple(domain.size(ctx.group_columns) * domain.sizes[j] for j in other_idx) if group_idx else ()
         plan = make_plan(eps, theta, noisy_total, bool(group_idx), public_codes is not None, options.regime,
                          columns=len(other_idx), rho=rho if options.planner == AUTO else None, pair_cells=pair_cells,
-                         group_cells=group_cells, groups=domain.size(ctx.group_columns) if group_idx else 1)
+                         group_cells=group_cells, n_groups=domain.size(ctx.group_columns) if group_idx else 1)
         log.info("dpsyn eps=%g: %s", eps, plan.describe(rho))
         base = None
         if plan.regime == ADAPTIVE:

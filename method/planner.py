@@ -142,7 +142,7 @@ def pair_noise(rho: float, theta: int, noisy_total: float, pair_cells: tuple[int
 
 def make_plan(epsilon: float, theta: int, noisy_total: float | None, has_groups: bool, has_public: bool,
               forced: str | None = None, columns: int = 2, rho: float | None = None,
-              pair_cells: tuple[int, ...] = (), group_cells: tuple[int, ...] = (), groups: int = 1) -> Plan:
+              pair_cells: tuple[int, ...] = (), group_cells: tuple[int, ...] = (), n_groups: int = 1) -> Plan:
     """The regime choice and shares for one run; ``forced`` overrides the regime.
 
     ``noisy_total`` is given exactly when ``needs_total`` says so (bought with ``total_share``).
@@ -158,7 +158,7 @@ def make_plan(epsilon: float, theta: int, noisy_total: float | None, has_groups:
     where the rounds are not few).  In the public regime with groups but no public
     file, given ``rho`` (the auto planner) and a noisy total, GROUP_COLUMN_SHARE of the group counts'
     share goes to ``group_column_share`` (method/group_columns.py) where the group counts' noise sd
-    after that cut stays within GROUP_COUNT_NOISE of the mean size of the ``groups`` groups.
+    after that cut stays within GROUP_COUNT_NOISE of the mean size of the ``n_groups`` groups.
     """
     t = Thresholds.for_theta(theta)
     total_eps, tau1, tau2, few_rounds, one_way_rounds, rich = 0.0, 0.0, 0.0, False, 1, False
@@ -207,7 +207,7 @@ def make_plan(epsilon: float, theta: int, noisy_total: float | None, has_groups:
     group_column_eps = 0.0
     if regime == PUBLIC and not has_public and has_groups and columns and rho is not None and noisy_total:
         kept = (1 - GROUP_COLUMN_SHARE) * group_eps / epsilon * rho  # the group counts' rho after the cut
-        if theta / math.sqrt(2 * kept) <= GROUP_COUNT_NOISE * noisy_total / groups:
+        if theta / math.sqrt(2 * kept) <= GROUP_COUNT_NOISE * noisy_total / n_groups:
             group_column_eps = GROUP_COLUMN_SHARE * group_eps
             group_eps -= group_column_eps
     return Plan(regime, total_eps / epsilon, group_eps / epsilon, marginal_eps / epsilon, few_rounds, rich,

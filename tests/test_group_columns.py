@@ -33,8 +33,8 @@ def test_group_columns_take_nothing_from_group_counts_that_would_become_too_nois
     rows, rho = 7600.0, 1e-4
     sigma_after = 1 / (2 * (1 - GROUP_COLUMN_SHARE) * make_plan(0.1, 1, rows, True, False).group_share * rho) ** 0.5
     few = int(GROUP_COUNT_NOISE * rows / sigma_after)  # groups at which the mean group is just large enough
-    assert make_plan(0.1, 1, rows, True, False, rho=rho, pair_cells=(4,), groups=few).group_column_share > 0
-    assert make_plan(0.1, 1, rows, True, False, rho=rho, pair_cells=(4,), groups=few + 1).group_column_share == 0
+    assert make_plan(0.1, 1, rows, True, False, rho=rho, pair_cells=(4,), n_groups=few).group_column_share > 0
+    assert make_plan(0.1, 1, rows, True, False, rho=rho, pair_cells=(4,), n_groups=few + 1).group_column_share == 0
     assert make_plan(0.01, 1, None, True, False, rho=rho, pair_cells=(4,)).group_column_share == 0  # no total
 
 
