@@ -22,7 +22,7 @@ post-processes the records (step 4):
    round's records: the write-up's moves when the records started from public records,
    else rewriting the measured columns with a short polish, see REWRITE);
 3. annealing: the first round's rho is the budget over ROUNDS_PER_COLUMN × columns rounds
-   (fewer from public records); when a measurement moves the model by less than its own
+   (FEW_ROUNDS_PER_COLUMN where every pair would be cheap); when a measurement moves the model by less than its own
    expected noise, the next rounds get four times the rho (half the noise sd, AIM's rule);
    when less than two rounds' rho is left, the last round takes all of it, so the ledger
    sums to the budget;
@@ -69,11 +69,15 @@ from method.split_columns import SplitColumns
 log = logging.getLogger(__name__)
 
 SELECT_SHARE = 0.1      # of each round's rho: the exponential mechanism (AIM's split)
-# The first round's rho is the budget over this many rounds per column (AIM: 16): (from independent draws,
-# from public records).  Records that start from public records are nearer the truth, and fewer, sharper
-# measurements fix them better (bench/RESULTS.md, issue 11: the demo at eps 0.1 / 1, 767.4 / 844.3 with 8,
-# 774.0 / 850.4 with 6); from independent draws 6 loses (adult at eps 0.1, 2-way TVD 0.1081 -> 0.1143).
-ROUNDS_PER_COLUMN = (8, 6)
+# The first round's rho is the budget over this many rounds per column (AIM: 16).  From public records, fewer,
+# sharper measurements fix records nearer the truth better (bench/RESULTS.md, issue 11: the demo at eps 0.1 /
+# 1, 767.4 / 844.3 with 8, 774.0 / 850.4 with 6).  From independent draws 6 lost once (adult at eps 0.1, 2-way
+# TVD 0.1081 -> 0.1143), but since the 1-way marginals get four rounds' rho there (method/planner.py
+# POOR_ONE_WAY_ROUNDS) it reads as 8 on adult (6 / 8 rounds, eps 0.1, 22 seeds: 0.0893 / 0.0895, 3-way 0.1626 /
+# 0.1615; eps 1:
+# 0.0354 / 0.0357) and better on ct_drug_deaths at eps 1 (14 seeds: 2-way TVD 0.0199 / 0.0206, accuracy
+# 0.779 / 0.775), with fewer rounds ("Fewer rounds without public records").
+ROUNDS_PER_COLUMN = 6
 # ... and where the planner found every pair cheap to measure (``few_rounds``): each measurement is then
 # precise, and fewer rounds fit as well in a quarter of the time (bench/RESULTS.md, issue 11: adult at eps 10,
 # 2-way / 3-way TVD 0.0219 / 0.0659 with 8 rounds a column, 0.0220 / 0.0661 with 4).
@@ -318,7 +322,7 @@ def measure_adaptively(private: PrivateTable, public_codes: np.ndarray | None, c
     elif not other_idx:
         m = private.measure(Marginal(()), private.remaining, "number of rows")
         model.add((), m.noisy.reshape(()), m.sigma)
-    per_column = FEW_ROUNDS_PER_COLUMN if few_rounds else ROUNDS_PER_COLUMN[int(model.from_public)]
+    per_column = FEW_ROUNDS_PER_COLUMN if few_rounds else ROUNDS_PER_COLUMN
     rho_round = private.remaining / (per_column * max(len(other_idx), 1))
     # where columns are split, rounds mostly read them coarsely, so their exact 1-way marginals are measured
     # about once: the 1-way budget goes by cells^(2/3) (bench/RESULTS.md, issue 11: adult at eps 0.1, 2-way
