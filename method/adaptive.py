@@ -73,10 +73,9 @@ SELECT_SHARE = 0.1      # of each round's rho: the exponential mechanism (AIM's 
 # sharper measurements fix records nearer the truth better (bench/RESULTS.md, issue 11: the demo at eps 0.1 /
 # 1, 767.4 / 844.3 with 8, 774.0 / 850.4 with 6).  From independent draws 6 lost once (adult at eps 0.1, 2-way
 # TVD 0.1081 -> 0.1143), but since the 1-way marginals get four rounds' rho there (method/planner.py
-# POOR_ONE_WAY_ROUNDS) it reads as 8 on adult (6 / 8 rounds, eps 0.1, 22 seeds: 0.0893 / 0.0895, 3-way 0.1626 /
-# 0.1615; eps 1:
-# 0.0354 / 0.0357) and better on ct_drug_deaths at eps 1 (14 seeds: 2-way TVD 0.0199 / 0.0206, accuracy
-# 0.779 / 0.775), with fewer rounds ("Fewer rounds without public records").
+# POOR_ONE_WAY_ROUNDS) it reads as 8 on adult (6 / 8 rounds, eps 0.1, 22 seeds: 0.0893 / 0.0895, 3-way
+# 0.1626 / 0.1615; eps 1: 0.0354 / 0.0357) and better on ct_drug_deaths at eps 1 (14 seeds: 2-way TVD 0.0199
+# / 0.0206, accuracy 0.779 / 0.775), with fewer rounds ("Fewer rounds without public records").
 ROUNDS_PER_COLUMN = 6
 # ... and where the planner found every pair cheap to measure (``few_rounds``): each measurement is then
 # precise, and fewer rounds fit as well in a quarter of the time (bench/RESULTS.md, issue 11: adult at eps 10,
