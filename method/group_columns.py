@@ -18,13 +18,13 @@ two-way regime (method/groups.py).
 from __future__ import annotations
 
 import logging
-import math
 
 import numpy as np
 
 from lib.marginals import clip_and_normalise
 from lib.privacy.private_table import PrivateTable
 from lib.privacy.queries import Marginal
+from method.adaptive import NOISE_L1, SELECT_SHARE  # the rounds' noise rule and AIM's split, for the choice
 from method.base import RunContext
 
 log = logging.getLogger(__name__)
@@ -32,8 +32,6 @@ log = logging.getLogger(__name__)
 # columns measured per group: ct_drug_deaths at eps 0.1, 16 seeds (bench/RESULTS.md, issue 11), 3 / 5 / 8 columns:
 # Sprint-2 score 809.7 / 804.3 / 787.6, accuracy 0.630 / 0.664 / 0.717 (MST 0.642, AIM 0.607, score 797.7)
 GROUP_COLUMNS = 5
-SELECT_SHARE = 0.1    # of this step's rho: the choice of the columns
-NOISE_L1 = math.sqrt(2 / math.pi)  # E|N(0, σ²)| / σ
 
 
 def measure_group_columns(private: PrivateTable, ctx: RunContext, group_idx: list[int],
