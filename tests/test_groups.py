@@ -2,7 +2,8 @@
 import numpy as np
 import pytest
 
-from method.groups import GUM_MOVES, RAKE, REWRITE, base_size, draw_rows, partition_rows, synthesize_groups
+from method.groups import (GUM_MOVES, OWN_RAKE, RAKE, REWRITE, base_size, draw_rows, own_pools, partition_rows,
+                           synthesize_groups)
 
 
 @pytest.mark.parametrize("available, n", [(10, 4), (10, 10), (10, 11), (10, 35), (1, 3)])
@@ -68,4 +69,32 @@ def test_raked_groups_are_whole_base_records_drawn_toward_the_groups_own_margina
     assert all(tuple(r) in held for r in out[:, 1:])  # no record the base does not hold
     for g in (0, 1):
         shares = np.bincount(out[out[:, 0] == g, 1], minlength=4) / per_group[g]
+        assert shares == pytest.approx(one_way[1][g] / one_way[1][g].sum(), abs=0.002)
+
+
+def test_own_raked_groups_draw_only_their_own_base_records_and_fit_their_own_marginals():
+    """OWN_RAKE (the group columns fitted in the base): a group's rows come from the base records of its
+    group, raked toward its own 1-way marginals and rewritten the rest of the way; a group the base
+    never drew draws from the whole base.  Independent of jobs."""
+    rng = np.random.default_rng(0)
+    sizes = (3, 4, 4)
+    group = rng.integers(0, 2, 6000)  # the base never drew group 2
+    first = (rng.integers(0, 4, 6000) + 2 * group) % 4
+    base = np.column_stack([group, first, (first + (rng.random(6000) < 0.1)) % 4]).astype(np.int32)
+    per_group = np.array([1000, 3000, 500])
+    one_way = {1: np.array([[400.0, 300, 200, 100], [300, 300, 1200, 1200], [125, 125, 125, 125]])}
+    pools = own_pools(base, per_group, [0], sizes)
+    assert [n for _, n in pools] == [1000, 3000, 500]
+    assert all((base[p, 0] == g).all() for g, (p, _) in enumerate(pools[:2])) and len(pools[2][0]) == len(base)
+    outs = [synthesize_groups(base, per_group, [0], [], one_way, sizes, np.random.default_rng(5), jobs=jobs,
+                              fit=OWN_RAKE, pieces=pools) for jobs in (1, 2)]
+    assert np.array_equal(outs[0], outs[1])
+    out = outs[0]
+    assert np.bincount(out[:, 0], minlength=3).tolist() == [1000, 3000, 500]
+    for g in (0, 1):
+        own = {tuple(r) for r in base[base[:, 0] == g, 1:]}
+        rows = out[out[:, 0] == g]
+        kept = np.mean([tuple(r) in own for r in rows[:, 1:]])
+        assert kept > 0.95  # whole records of its own group, but for the few the rewriting moved
+        shares = np.bincount(rows[:, 1], minlength=4) / per_group[g]
         assert shares == pytest.approx(one_way[1][g] / one_way[1][g].sum(), abs=0.002)
