@@ -34,8 +34,8 @@ from lib.privacy.private_table import PrivateTable
 from lib.privacy.queries import DependencyScores, Marginal
 from method.base import Method, PublicData, RunContext, SynthesisResult, option
 from method.group_columns import measure_group_columns
-from method.groups import (GUM_MOVES, OWN_RAKE, RAKE, REWRITE, base_size, group_sizes, own_pools, smoothed_counts,
-                           start_records, synthesize_groups)
+from method.groups import (GUM_MOVES, OWN_RAKE, RAKE, REWRITE, RICH_BASE_RECORDS, base_size, group_sizes, own_pools,
+                           smoothed_counts, start_records, synthesize_groups)
 from method.adaptive import measure_adaptively
 from method.planner import (ADAPTIVE, ALL, AUTO, MARGINAL_CHOICES, ONE_WAY, PLANNERS, PUBLIC, REGIMES, SELECT,
                             TWO_WAY, make_plan, needs_total, total_share)
@@ -53,8 +53,10 @@ PUBLIC_SIGMA = 1e6  # weight of public marginals in consistency: far below any n
 # 2-way / 3-way TVD 0.0105 / 0.0218 -> 0.0087 / 0.0174, classifier accuracy 0.778 -> 0.806).  Many groups make
 # the group column a large one that GUM fits coarsely.
 JOINT_GROUPS = 100
-# ... with this many base records a row (at most groups.py RICH_BASE_RECORDS): each group rakes from more
-# varied records (ct_drug_deaths at eps 10, accuracy 0.797 / 0.806 / 0.808 with 4 / 8 / 16 a row, 3 / 6 / 12 s)
+# ... with this many base records a row: each group rakes from more varied records (ct_drug_deaths at eps 10,
+# accuracy 0.797 / 0.806 / 0.808 with 4 / 8 / 16 a row, 3 / 6 / 12 s).  Only where that stays within groups.py
+# RICH_BASE_RECORDS: with one record a row it loses (ct_drug_deaths: score 979.6 -> 972.3; the demo without
+# its public file at eps 10, 40 groups: 735.2 -> 727.9, while 8 a row gives 744.1 but takes 46 s, not 4)
 JOINT_BASE_PER_ROW = 8
 GROUP_MARGINAL_SHARE = 0.5  # two-way regime with groups: share of the marginal budget on group × column
 
@@ -136,7 +138,7 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
             per_group_1way = {c[-1]: v.reshape(-1, sizes[c[-1]]) for c, v in by_cols.items()
                               if group_idx and len(c) == len(group_idx) + 1 and list(c[:-1]) == group_idx}
         joint = (plan.regime == TWO_WAY and options.planner == AUTO and bool(group_idx) and public_codes is None
-                 and len(counts) <= JOINT_GROUPS)
+                 and len(counts) <= JOINT_GROUPS and JOINT_BASE_PER_ROW * total <= RICH_BASE_RECORDS)
         if joint:  # the group columns in the base, each group drawn from its own records
             base = _joint_base(by_cols, other_idx + group_idx, total, sizes, ctx)
             codes = synthesize_groups(base, per_group, group_idx, global_targets, per_group_1way, sizes, ctx.rng,

@@ -170,8 +170,10 @@ def _one_group(args) -> np.ndarray:
     if fit in (RAKE, OWN_RAKE):  # targets: the groups' own 1-way marginals, {column: groups × values}
         if fit == OWN_RAKE:
             pool, rows = base[rows[0]], rows[1]
+        elif len(base) <= RAKE_POOL * rows:
+            pool = base
         else:
-            pool = base if len(base) <= RAKE_POOL * rows else base[rng.choice(len(base), RAKE_POOL * rows, replace=False)]
+            pool = base[rng.choice(len(base), RAKE_POOL * rows, replace=False)]
         weights = rake(pool, [(j, values[cell]) for j, values in targets.items()], RAKE_PASSES)
         records = pool[systematic_draw(weights, rows, rng, strata=pool[:, list(targets)])]
         if fit == OWN_RAKE:
