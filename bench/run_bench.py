@@ -25,6 +25,7 @@ Datasets:
 * demo: the bundled ACS excerpts (national 2018+2019), public MA+TX file, groups
   PUMA × YEAR, delta 1e-10, target OWN_RENT (rows with an industry code outside the
   schema dropped, as ./run.sh does);
+* demo_private_only: the demo without its public file (groups from private records alone);
 * acs_income: the demo's tables restricted to rows with an income decile, target INCOME_HIGH (decile >= 5),
   the income columns (PINCP, PINCP_DECILE, POVPIP) dropped, sensitive SEX;
 * adult: ../shared/data/adult_privatepgm, 14 integer-coded columns (domain from its
@@ -121,6 +122,12 @@ def demo() -> Dataset:
                    "drop")
 
 
+def demo_private_only() -> Dataset:
+    data = demo()
+    data.name, data.public = "demo_private_only", None
+    return data
+
+
 INCOME_COLUMNS = ("PINCP", "PINCP_DECILE", "POVPIP")  # income and what is computed from it
 
 
@@ -207,7 +214,7 @@ def sprint2(rows: int = 100_000) -> Dataset:
                    "clip", "sim_individual_id", 7, ("YEAR",))
 
 
-DATASETS = {"demo": demo, "acs_income": acs_income, "adult": adult, "adult_raw": adult_raw,
+DATASETS = {"demo": demo, "demo_private_only": demo_private_only, "acs_income": acs_income, "adult": adult, "adult_raw": adult_raw,
             "ct_drug_deaths": ct_drug_deaths, "acs_split": acs_split, "sprint2": sprint2}
 _DATA: Dataset | None = None  # the dataset of the current batch, inherited by forked runs
 _SHARE = REWEIGHT_SHARE  # the +reweight variants' share, set by --reweight-share

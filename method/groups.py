@@ -15,7 +15,7 @@ from lib.constraints import NO_BOXES, Boxes
 from lib.gum import GumOptions, gum
 from lib.marginals import clip_and_normalise
 from lib.progress import progress
-from lib.raking import rake, systematic_draw
+from lib.raking import balanced_groups, rake, rake_groups, stratified_order, systematic_draw
 from lib.shrinkage import shrink_counts
 
 log = logging.getLogger(__name__)
@@ -28,6 +28,13 @@ OWN_RAKE = "own-rake"  # for a base whose records carry their group (``own_pools
 # the draw alone leaves each group's 1-way marginals about 0.004 of TVD off (ct_drug_deaths, eps 10, no noise:
 # 0.0044; rewritten 0.0015), and the rewriting moves few records (bench/RESULTS.md, issue 11: score 975.5 ->
 # 978.5, accuracy 0.800 -> 0.806)
+OWN_REWRITE = "own-rewrite"  # for base records each assigned to one group (``assigned_rows``): each group's own
+# records, GUM-rewritten toward its own 1-way marginals (GROUP_REWRITE).  Without public records, the groups of
+# the adaptive and two-way regimes were random shares of the base rewritten toward their 2-way targets, which
+# breaks the pairs the base fitted (bench/RESULTS.md, issue 11: ct_drug_deaths at eps 1, seeds 0-15, accuracy
+# 0.779 -> 0.788, 2-way / 3-way TVD 0.0200 / 0.0365 -> 0.0198 / 0.0358, score 934.4 -> 933.4; the demo without
+# its public file at eps 1 / 10, 2 seeds: score 702.4 / 735.2 -> 712.6 / 745.1, 2-way TVD 0.212 / 0.217 ->
+# 0.195 / 0.188)
 RAKE = "rake"  # no GUM: whole base records drawn with weights raked to the group's own 1-way marginals,
 # stratified by those marginals' columns (a draw in random order: the demo at eps 10, score 907.3-907.8; stratified
 # by 1, 3, 6 random ones of its 23 columns: 908.1, 909.6, 911.4; by all: 912.9; 2 seeds)
@@ -59,6 +66,10 @@ BASE_RECORDS = 100_000
 # one record a row, since the rounds' GUM time grows with the base (sprint2's 100,000 rows stay at 100,000).
 RICH_BASE_PER_ROW = 4
 RICH_BASE_RECORDS = 250_000
+# ``assigned_rows``: sweeps of rake_groups, and the most base records × groups it works on (its shares are
+# floats of that many cells; a base of 100,000 records and 1,267 groups would take 1 GB)
+ASSIGN_PASSES = 10
+ASSIGN_CELLS = 10_000_000
 
 
 def base_size(total: float, most: int = BASE_RECORDS, rich: bool = False, per_row: int = RICH_BASE_PER_ROW) -> int:
@@ -155,13 +166,32 @@ def own_pools(base: np.ndarray, per_group: np.ndarray, group_idx: list[int],
     whose group columns read that group, or of every base record where none does; the group's size).
     The ``pieces`` of an OWN_RAKE ``synthesize_groups``.  Post-processing."""
     cells = np.ravel_multi_index(base[:, group_idx].T, tuple(sizes[j] for j in group_idx))
+    return [(own, int(per_group[g])) for g, own in _members(cells, per_group)]
+
+
+def assigned_rows(base: np.ndarray, per_group: np.ndarray, per_group_1way: dict,
+                  rng: np.random.Generator) -> list[np.ndarray]:
+    """For every group with rows (``np.flatnonzero(per_group)``, in order): ``per_group[g]`` indices of
+    the base records assigned to it.  Each base record goes to one group as its ``rake_groups`` shares say
+    (the groups' sizes ``per_group``; ``per_group_1way[column]``: groups × values), so the groups split
+    the base whole, as their own 1-way marginals say: ``balanced_groups`` over the records stratified by
+    those columns, which keeps the draw's error in the groups' marginals to a few records (independent
+    draws broke more of the pairs the rewriting then has to mend: a test's X = Y share 0.972, balanced
+    0.995).  A group keeps a random subset of its records, or repeats them where it needs more
+    (``draw_rows``).  The ``pieces`` of an OWN_REWRITE
+    ``synthesize_groups``.  Post-processing."""
+    shares = rake_groups(base, list(per_group_1way.items()), per_group, ASSIGN_PASSES)
+    strata = base[:, list(per_group_1way)]
+    cells = balanced_groups(shares, stratified_order(len(base), strata, rng))
+    return [own[draw_rows(len(own), int(per_group[g]), rng)] for g, own in _members(cells, per_group)]
+
+
+def _members(cells: np.ndarray, per_group: np.ndarray) -> list[tuple[int, np.ndarray]]:
+    """(g, indices of the records in group g, or of every record where none is) for every group with rows."""
     order = np.argsort(cells, kind="stable")
     bounds = np.searchsorted(cells[order], np.arange(len(per_group) + 1))
-    pools = []
-    for g in np.flatnonzero(per_group):
-        own = order[bounds[g]:bounds[g + 1]]
-        pools.append((own if len(own) else np.arange(len(base)), int(per_group[g])))
-    return pools
+    return [(g, order[bounds[g]:bounds[g + 1]] if bounds[g + 1] > bounds[g] else np.arange(len(cells)))
+            for g in np.flatnonzero(per_group)]
 
 
 def _one_group(args) -> np.ndarray:
@@ -179,6 +209,9 @@ def _one_group(args) -> np.ndarray:
         if fit == OWN_RAKE:
             records = gum(records, sizes, [((j,), values[cell]) for j, values in targets.items()], rng,
                           GROUP_REWRITE, boxes)
+    elif fit == OWN_REWRITE:
+        records = gum(base[rows], sizes, [((j,), values[cell]) for j, values in targets.items()], rng,
+                      GROUP_REWRITE, boxes)
     else:
         if stacked:
             targets = [(cols, values[cell]) for cols, values in targets]
@@ -207,7 +240,8 @@ def synthesize_groups(base: np.ndarray, per_group: np.ndarray, group_idx: list[i
     its rows from the base, or a random RAKE_POOL records a row of it, in proportion to weights raked
     to its own 1-way marginals, stratified by their columns, and keeps them whole) or OWN_RAKE (the same
     from ``pieces``, each group's own base records (``own_pools``), then GUM rewriting toward its own
-    1-way marginals).  No record lands
+    1-way marginals) or OWN_REWRITE (``pieces``: the base rows each group holds, ``assigned_rows``, GUM-rewritten
+    toward its own 1-way marginals).  No record lands
     in a ``boxes`` box (raked draws copy base records, which are allowed)."""
     global _STATE
     if own_targets_only:
@@ -218,17 +252,18 @@ def synthesize_groups(base: np.ndarray, per_group: np.ndarray, group_idx: list[i
     stacked = bool(per_group_1way)
     if fit == RAKE and not stacked:
         fit = GUM_MOVES  # no marginal of a group's own to rake to
-    if fit in (RAKE, OWN_RAKE):
+    if fit in (RAKE, OWN_RAKE, OWN_REWRITE):
         targets = per_group_1way
     elif stacked:
         targets = per_group_targets(targets, per_group_1way, int(np.prod(group_shape)))
     elif reuse_equal_sizes and len(cells):
         tasks = [(int(c), int(per_group[c]), r) for c, r in zip(cells, rngs)]
         return _reuse_equal_sizes(tasks, base, group_idx, targets, sizes, group_shape, boxes, fit)
-    # a raked group draws from the whole base, an own-raked one from its own records; the others share it out
+    # a raked group draws from the whole base, an own-raked or own-rewritten one from its own records; the others
+    # share it out
     if fit == RAKE:
         pieces = [int(n) for n in per_group[cells]]
-    elif fit != OWN_RAKE:
+    elif fit not in (OWN_RAKE, OWN_REWRITE):
         pieces = partition_rows(len(base), per_group[cells], rng)
     tasks = [(int(c), rows, r) for c, rows, r in zip(cells, pieces, rngs)]
     _STATE = (base, group_idx, targets, stacked, sizes, group_shape, boxes, fit)

@@ -100,23 +100,32 @@ def test_marginal_selection_at_a_tiny_budget_releases(tmp_path, capsys):
     assert ledger["rho_spent"] <= ledger["rho_budget"]
 
 
-@pytest.mark.parametrize("joint_groups", [100, 0])
-def test_few_groups_are_fitted_in_the_base_and_keep_pairs_with_a_column_that_differs_between_them(tmp_path, capsys,
-                                                                                                  monkeypatch,
-                                                                                                  joint_groups):
-    """Two-way regime, no public file, few groups (dpsyn JOINT_GROUPS): X depends on the group and Y
-    copies X.  Each group keeps its own X and the X = Y pair, which rewriting X per group breaks (0:
-    the groups rewrite a base without them)."""
+@pytest.mark.parametrize("regime, joint_groups, assign_cells, low, high", [
+    ("two-way", 100, 0, 0.98, 1.0),  # 0.997: the base carries the group column
+    ("two-way", 0, dpsyn.ASSIGN_CELLS, 0.98, 1.0),  # 0.998: base records assigned to groups
+    ("two-way", 0, 0, 0.0, 0.96),  # 0.934: random shares of the base, rewritten per group
+    ("adaptive", 100, dpsyn.ASSIGN_CELLS, 0.99, 1.0),  # 0.995
+    ("adaptive", 100, 0, 0.0, 0.99),  # 0.984
+])
+def test_groups_without_public_records_keep_pairs_with_a_column_that_differs_between_them(tmp_path, capsys,
+                                                                                         monkeypatch, regime,
+                                                                                         joint_groups, assign_cells,
+                                                                                         low, high):
+    """No public file, three groups: X depends on the group and Y copies X.  Each group keeps its own X
+    and the X = Y pair, whether the base carries the group column (two-way regime, at most dpsyn
+    JOINT_GROUPS groups) or each base record is assigned to one group (groups.assigned_rows); rewriting X
+    per group in a random share of a base without them breaks it (ASSIGN_CELLS 0)."""
     monkeypatch.setattr(dpsyn, "JOINT_GROUPS", joint_groups)
+    monkeypatch.setattr(dpsyn, "ASSIGN_CELLS", assign_cells)
     schema = {"G": {"dtype": "str", "values": ["a", "b", "c"]}, "X": {"dtype": "int", "values": [0, 1, 2]},
               "Y": {"dtype": "int", "values": [0, 1, 2]}, "Z": {"dtype": "int", "values": [0, 1]}}
     rng = np.random.default_rng(0)
     g = rng.integers(0, 3, 3000)
     x = np.where(rng.random(3000) < 0.8, g, rng.integers(0, 3, 3000))
     private = pd.DataFrame({"G": np.array(["a", "b", "c"])[g], "X": x, "Y": x, "Z": rng.integers(0, 2, 3000)})
-    code, out, ledger = release(tmp_path, schema, private, "--group-columns", "G", "--regime", "two-way", eps=50.0)
+    code, out, ledger = release(tmp_path, schema, private, "--group-columns", "G", "--regime", regime, eps=50.0)
     assert code == 0, capsys.readouterr().err
     assert ledger["rho_spent"] == pytest.approx(ledger["rho_budget"], rel=1e-12)
-    assert out.X.eq(out.Y).mean() > 0.98 if joint_groups else out.X.eq(out.Y).mean() < 0.96  # 0.997; 0.934
+    assert low < out.X.eq(out.Y).mean() < high
     for code_, name in enumerate("abc"):
         assert out[out.G == name].X.eq(code_).mean() == pytest.approx(0.8 + 0.2 / 3, abs=0.05)

@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from method.groups import (GUM_MOVES, OWN_RAKE, RAKE, REWRITE, base_size, draw_rows, own_pools, partition_rows,
-                           synthesize_groups)
+from method.groups import (GUM_MOVES, OWN_RAKE, OWN_REWRITE, RAKE, REWRITE, assigned_rows, base_size, draw_rows,
+                           own_pools, partition_rows, synthesize_groups)
 
 
 @pytest.mark.parametrize("available, n", [(10, 4), (10, 10), (10, 11), (10, 35), (1, 3)])
@@ -98,3 +98,23 @@ def test_own_raked_groups_draw_only_their_own_base_records_and_fit_their_own_mar
         assert kept > 0.95  # whole records of its own group, but for the few the rewriting moved
         shares = np.bincount(rows[:, 1], minlength=4) / per_group[g]
         assert shares == pytest.approx(one_way[1][g] / one_way[1][g].sum(), abs=0.002)
+
+
+def test_assigned_rows_give_each_group_its_size_from_the_records_its_marginals_favour():
+    """assigned_rows: exact sizes; each base record in at most one group while the groups together need
+    no more than the base holds; each group's own 1-way marginal close to its target."""
+    rng = np.random.default_rng(0)
+    base = np.column_stack([np.zeros(6000, int), rng.integers(0, 4, 6000), rng.integers(0, 2, 6000)]).astype(np.int32)
+    per_group = np.array([1000, 3000, 0, 1900])
+    one_way = {1: np.array([[400.0, 300, 200, 100], [750, 750, 750, 750], [0, 0, 0, 0], [325, 425, 525, 625]])}
+    pieces = assigned_rows(base, per_group, one_way, np.random.default_rng(3))
+    assert [len(p) for p in pieces] == [1000, 3000, 1900]
+    every = np.concatenate(pieces)
+    assert len(np.unique(every)) == len(every)
+    for rows, g in zip(pieces, (0, 1, 3)):
+        shares = np.bincount(base[rows, 1], minlength=4) / per_group[g]
+        assert shares == pytest.approx(one_way[1][g] / one_way[1][g].sum(), abs=0.02)
+    outs = [synthesize_groups(base, per_group, [0], [], one_way, (4, 4, 2), np.random.default_rng(5), jobs=jobs,
+                              fit=OWN_REWRITE, pieces=pieces) for jobs in (1, 2)]
+    assert np.array_equal(outs[0], outs[1])
+    assert np.bincount(outs[0][:, 0], minlength=4).tolist() == [1000, 3000, 0, 1900]

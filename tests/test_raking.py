@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from lib.raking import rake, systematic_draw
+from lib.raking import balanced_groups, rake, rake_groups, stratified_order, systematic_draw
 
 
 def test_raking_reaches_reachable_margins_and_keeps_the_records_association():
@@ -43,3 +43,45 @@ def test_a_stratified_draw_gives_each_leading_stratum_its_expected_count_within_
     rows = systematic_draw(weights, 500, np.random.default_rng(4), strata=strata)
     expected = 500 * np.bincount(strata[:, 0], weights) / weights.sum()
     assert np.abs(np.bincount(strata[rows, 0], minlength=4) - expected).max() <= 1
+
+
+def test_group_shares_split_the_records_as_the_groups_marginals_say():
+    """rake_groups: rows sum to 1, the groups' totals follow the counts and, where the targets are the
+    true split, each group's expected 1-way marginals match them; a record that no group may take starts
+    over from the counts' shares."""
+    rng = np.random.default_rng(0)
+    group = rng.integers(0, 3, 6000)
+    records = np.column_stack([(rng.random(6000) < 0.2 + 0.3 * group).astype(int),
+                               np.where(rng.random(6000) < 0.5, group, rng.integers(0, 3, 6000))])
+    margins = []
+    for j in range(2):
+        target = np.zeros((3, records[:, j].max() + 1))
+        np.add.at(target, (group, records[:, j]), 1)
+        margins.append((j, target))
+    counts = np.bincount(group).astype(float)
+    shares = rake_groups(records, margins, counts, 30)
+    assert shares.sum(axis=1) == pytest.approx(1.0)
+    assert shares.sum(axis=0) == pytest.approx(counts, rel=1e-3)
+    for j, target in margins:
+        expected = np.stack([np.bincount(records[:, j], shares[:, g], minlength=target.shape[1]) for g in range(3)])
+        assert expected == pytest.approx(target, abs=1.0)
+    only = [(0, np.array([[1.0, 0.0], [1.0, 5.0]])), (1, np.array([[1.0, 5.0], [1.0, 0.0]]))]
+    none = rake_groups(np.array([[0, 0], [1, 1]]), only, np.array([1.0, 3.0]), 5)  # (1, 1): group 1, then group 0
+    assert none[1].sum() == pytest.approx(1.0) and (none[1] > 0).all()  # started over, not stuck at zero
+
+
+def test_balanced_groups_keep_each_stratum_near_its_expected_counts():
+    """balanced_groups over a stratified order: every group's count in every stratum is within 2 of the
+    sum of its shares there (independent draws are off by about 10 here), and no record goes to a group
+    its shares rule out."""
+    rng = np.random.default_rng(1)
+    codes = rng.integers(0, 4, (4000, 2))
+    shares = rng.random((4, 4, 3))[codes[:, 0], codes[:, 1]]
+    shares[codes[:, 0] == 3, 2] = 0.0
+    shares /= shares.sum(axis=1, keepdims=True)
+    groups = balanced_groups(shares, stratified_order(len(codes), codes, np.random.default_rng(2)))
+    assert not (groups[codes[:, 0] == 3] == 2).any()
+    for a in range(4):
+        for b in range(4):
+            cell = (codes[:, 0] == a) & (codes[:, 1] == b)
+            assert np.abs(np.bincount(groups[cell], minlength=3) - shares[cell].sum(axis=0)).max() <= 2
