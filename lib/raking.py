@@ -101,7 +101,6 @@ def systematic_draw(weights: np.ndarray, n: int, rng: np.random.Generator,
     return order[np.minimum(np.searchsorted(cdf, u, side="right"), len(weights) - 1)]
 
 
-
 def balanced_groups(shares: np.ndarray, order: np.ndarray) -> np.ndarray:
     """One group for each record (row of ``shares``, n × G, as from :func:`rake_groups`), the records
     taken in ``order``: each goes to the group, among those its shares allow, whose count lags furthest

@@ -33,8 +33,7 @@ OWN_REWRITE = "own-rewrite"  # for base records each assigned to one group (``as
 # the adaptive and two-way regimes were random shares of the base rewritten toward their 2-way targets, which
 # breaks the pairs the base fitted (bench/RESULTS.md, issue 11: ct_drug_deaths at eps 1, seeds 0-15, accuracy
 # 0.779 -> 0.788, 2-way / 3-way TVD 0.0200 / 0.0365 -> 0.0198 / 0.0358, score 934.4 -> 933.4; the demo without
-# its public file at eps 1 / 10, 2 seeds: score 702.4 / 735.2 -> 712.6 / 745.1, 2-way TVD 0.212 / 0.217 ->
-# 0.195 / 0.188)
+# its public file at eps 1 / 10: score 703.4 / 735.4 -> 713.1 / 745.1, 2-way TVD 0.212 / 0.216 -> 0.195 / 0.188)
 RAKE = "rake"  # no GUM: whole base records drawn with weights raked to the group's own 1-way marginals,
 # stratified by those marginals' columns (a draw in random order: the demo at eps 10, score 907.3-907.8; stratified
 # by 1, 3, 6 random ones of its 23 columns: 908.1, 909.6, 911.4; by all: 912.9; 2 seeds)
@@ -178,8 +177,7 @@ def assigned_rows(base: np.ndarray, per_group: np.ndarray, per_group_1way: dict,
     those columns, which keeps the draw's error in the groups' marginals to a few records (independent
     draws broke more of the pairs the rewriting then has to mend: a test's X = Y share 0.972, balanced
     0.995).  A group keeps a random subset of its records, or repeats them where it needs more
-    (``draw_rows``).  The ``pieces`` of an OWN_REWRITE
-    ``synthesize_groups``.  Post-processing."""
+    (``draw_rows``).  The ``pieces`` of an OWN_REWRITE ``synthesize_groups``.  Post-processing."""
     shares = rake_groups(base, list(per_group_1way.items()), per_group, ASSIGN_PASSES)
     strata = base[:, list(per_group_1way)]
     cells = balanced_groups(shares, stratified_order(len(base), strata, rng))
@@ -225,7 +223,7 @@ def synthesize_groups(base: np.ndarray, per_group: np.ndarray, group_idx: list[i
                       per_group_1way: dict, sizes: tuple[int, ...], rng: np.random.Generator, jobs: int = 1,
                       reuse_equal_sizes: bool = False, boxes: Boxes = NO_BOXES,
                       own_targets_only: bool = False, fit: str = GUM_MOVES,
-                      pieces: list[tuple[np.ndarray, int]] | None = None) -> np.ndarray:
+                      pieces: list | None = None) -> np.ndarray:
     """Records of every group stacked in group order: ``per_group[g]`` rows of ``base`` (the groups
     share the base out between them, ``partition_rows``) GUM-updated toward ``targets`` (global
     marginals); where ``per_group_1way[column]`` gives the group's own 1-way marginal (rows =
@@ -239,10 +237,10 @@ def synthesize_groups(base: np.ndarray, per_group: np.ndarray, group_idx: list[i
     not start from public records) or RAKE (where there are per-group marginals: each group draws
     its rows from the base, or a random RAKE_POOL records a row of it, in proportion to weights raked
     to its own 1-way marginals, stratified by their columns, and keeps them whole) or OWN_RAKE (the same
-    from ``pieces``, each group's own base records (``own_pools``), then GUM rewriting toward its own
-    1-way marginals) or OWN_REWRITE (``pieces``: the base rows each group holds, ``assigned_rows``, GUM-rewritten
-    toward its own 1-way marginals).  No record lands
-    in a ``boxes`` box (raked draws copy base records, which are allowed)."""
+    from ``pieces``, (each group's own base records, its size) from ``own_pools``, then GUM rewriting toward
+    its own 1-way marginals) or OWN_REWRITE (``pieces``: the base rows each group holds, from
+    ``assigned_rows``, GUM-rewritten toward its own 1-way marginals).  No record lands in a ``boxes`` box
+    (raked draws copy base records, which are allowed)."""
     global _STATE
     if own_targets_only:
         targets = [(cols, values) for cols, values in targets if set(cols) & set(per_group_1way)]

@@ -114,7 +114,8 @@ def test_groups_without_public_records_keep_pairs_with_a_column_that_differs_bet
     """No public file, three groups: X depends on the group and Y copies X.  Each group keeps its own X
     and the X = Y pair, whether the base carries the group column (two-way regime, at most dpsyn
     JOINT_GROUPS groups) or each base record is assigned to one group (groups.assigned_rows); rewriting X
-    per group in a random share of a base without them breaks it (ASSIGN_CELLS 0)."""
+    per group in a random share of a base without them breaks it (ASSIGN_CELLS 0).  The same under --seed
+    with two jobs."""
     monkeypatch.setattr(dpsyn, "JOINT_GROUPS", joint_groups)
     monkeypatch.setattr(dpsyn, "ASSIGN_CELLS", assign_cells)
     schema = {"G": {"dtype": "str", "values": ["a", "b", "c"]}, "X": {"dtype": "int", "values": [0, 1, 2]},
@@ -127,5 +128,7 @@ def test_groups_without_public_records_keep_pairs_with_a_column_that_differs_bet
     assert code == 0, capsys.readouterr().err
     assert ledger["rho_spent"] == pytest.approx(ledger["rho_budget"], rel=1e-12)
     assert low < out.X.eq(out.Y).mean() < high
+    again = release(tmp_path, schema, private, "--group-columns", "G", "--regime", regime, "--jobs", "2", eps=50.0)
+    pd.testing.assert_frame_equal(again[1], out)  # the same under --seed, whatever the jobs
     for code_, name in enumerate("abc"):
         assert out[out.G == name].X.eq(code_).mean() == pytest.approx(0.8 + 0.2 / 3, abs=0.05)
