@@ -46,6 +46,7 @@ from lib.privacy.private_table import Measurement, PrivateTable, Selection
 from lib.progress import log_above_bars, progress
 from method import METHODS
 from method.base import Method, OptionError, PublicData, RunContext, SynthesisResult
+from method.bin_values import SHARE as BIN_VALUES_SHARE, detail_columns, measure_bin_values
 from method.group_values import SHARE as GROUP_VALUE_SHARE
 from method.group_values import measure_group_values
 from method.reweight import GAMMA as REWEIGHT_GAMMA
@@ -95,7 +96,8 @@ def release(private: pd.DataFrame | str | Path, params: Mapping | str | Path | S
             on_invalid: str = "error", bins: int = DEFAULT_BINS, show_private_counts: bool = False,
             derive: bool = True, distinct_per_individual: Sequence[str] | None = None,
             reweight: str | Sequence[str] | None = None, reweight_share: float = REWEIGHT_SHARE,
-            reweight_gamma: float = REWEIGHT_GAMMA, output: str | Path | None = None) -> list[RunRelease]:
+            reweight_gamma: float = REWEIGHT_GAMMA, bin_values: bool = False,
+            output: str | Path | None = None) -> list[RunRelease]:
     """One synthetic table per run of ``params`` (a parameters dict, a path to one, or a Schema).
 
     ``private`` / ``public``: a DataFrame (any dtypes; missing cells are missing values) or a
@@ -113,7 +115,9 @@ def release(private: pd.DataFrame | str | Path, params: Mapping | str | Path | S
     rows have ids, taken as declared otherwise, as theta is; ``reweight``: measures to
     resample the method's rows toward (method/reweight.py: ``moments:COLS``,
     ``marginals:A×B,...``), measured with ``reweight_share`` of each run's rho, tolerance
-    ``reweight_gamma``; ``output``: also write the submission CSV there and one ledger JSON
+    ``reweight_gamma``; ``bin_values``: where numeric columns have no public values, spend a share of each
+    run's rho on how the rows fall inside their bins and draw values by it (method/bin_values.py; not for
+    methods that synthesize raw values); ``output``: also write the submission CSV there and one ledger JSON
     per run beside it.
 
     Privacy: each run is (epsilon, delta)-DP for one individual with up to theta rows, as
@@ -145,7 +149,7 @@ def release(private: pd.DataFrame | str | Path, params: Mapping | str | Path | S
     with log_above_bars(log), progress(len(runs), "runs", "run", log) as bar:
         for run, run_seeds in zip(runs, seeds):
             releases.append(_release_run(data, run, spec, method_options, groups, jobs, run_seeds, distinct,
-                                         reweighting))
+                                         reweighting, bin_values))
             bar.update()
     if output is not None:
         write_release(releases, data.schema, output, data.id_column)
@@ -286,12 +290,15 @@ class RunOutput:
 def synthesize_run(table: EncodedTable, encoder: Encoder, public: PublicData | None, run: Run, spec: Method,
                    options, group_columns: tuple[str, ...], jobs: int,
                    seeds: list[np.random.SeedSequence], structure: Structure = Structure(),
-                   distinct: tuple[str, ...] = (), reweighting: ReweightSpec | None = None) -> RunOutput:
+                   distinct: tuple[str, ...] = (), reweighting: ReweightSpec | None = None,
+                   bin_values: bool = False) -> RunOutput:
     """Build the run's private table (bounding, ledger, its own noise generator, the columns
     ``distinct`` per individual) and let the method
     spend exactly this run's budget through it (less ``reweighting.share``, held for that stage),
     then make its codes meet ``structure`` (method/structure.py: post-processing) and, with
-    ``reweighting``, resample its rows (method/reweight.py, which spends the held share).
+    ``reweighting``, resample its rows (method/reweight.py, which spends the held share).  ``bin_values``:
+    first measure how rows fall inside the bins of numeric columns without public values (method/bin_values.py,
+    BIN_VALUES_SHARE of the run's rho) and draw those columns' values by it.
     ``seeds``: bounding, noise, synthesis (decoding is the fourth, used by the caller)."""
     ledger, domain = Ledger(run.epsilon, run.delta), encoder.domain
     start = time.perf_counter()
@@ -306,6 +313,8 @@ def synthesize_run(table: EncodedTable, encoder: Encoder, public: PublicData | N
                      boxes=Boxes(tuple(b for b in structure.boxes.boxes if not skipped & set(b.columns))))
     with ctx.timed("measuring"):
         group_values = _measure_group_values(private, encoder, structure)
+        detailed = detail_columns(encoder, set(skip) | set(group_values)) if bin_values and not spec.raw_numeric else []
+        inside_bins = measure_bin_values(private, encoder, detailed, BIN_VALUES_SHARE * private.budget)
     with private.holding(reweighting.share * private.budget if reweighting else 0.0):
         result = spec.synthesize(private, public, ctx, options)
     with ctx.timed("structure"):
@@ -327,6 +336,9 @@ def synthesize_run(table: EncodedTable, encoder: Encoder, public: PublicData | N
             if moved.any():
                 raw[column] = raw[column].copy()
                 raw[column][moved] = coder.decode(codes[moved, j], ctx.rng)
+        for column, inside in inside_bins.items():  # values inside their final bins, as measured
+            if column not in raw:
+                raw[column] = inside.draw(codes[:, domain.index(column)], ctx.rng)
     if reweighting is not None:
         with ctx.timed("reweighting"):
             for column in domain.ranges:  # every numeric value drawn now, so that the rows kept keep it
@@ -353,9 +365,9 @@ def _measure_group_values(private: PrivateTable, encoder: Encoder, structure: St
 
 
 def _release_run(data: Prepared, run: Run, spec: Method, options, group_columns, jobs, seeds,
-                 distinct: tuple[str, ...], reweighting: ReweightSpec | None) -> RunRelease:
+                 distinct: tuple[str, ...], reweighting: ReweightSpec | None, bin_values: bool) -> RunRelease:
     out = synthesize_run(data.table, data.encoder, data.public, run, spec, options, group_columns, jobs, seeds,
-                         data.structure, distinct, reweighting)
+                         data.structure, distinct, reweighting, bin_values)
     start = time.perf_counter()
     typed = decode_release(data.encoder, out.result, data.structure, np.random.default_rng(seeds[3]))
     broken = {rule: n for rule, n in violations(typed, data.schema.rules,

@@ -24,6 +24,7 @@ from dataloader.submission import check_submission
 from dataloader.writing import StagedFiles, check_writable
 from method import METHODS
 from method.base import OptionError, flag
+from method.bin_values import SHARE as BIN_VALUES_SHARE
 from method.reweight import GAMMA as REWEIGHT_GAMMA
 from method.reweight import SHARE as REWEIGHT_SHARE
 
@@ -92,6 +93,10 @@ def build_parser() -> argparse.ArgumentParser:
     syn.add_argument("--reweight-gamma", type=float, default=None,
                      help=f"with --reweight: tolerance on each matched answer, the tilt's l1 weight (default: "
                           f"{REWEIGHT_GAMMA})")
+    syn.add_argument("--bin-values", action="store_true",
+                     help=f"numeric columns without public values: spend {BIN_VALUES_SHARE:.0%}% of each run's budget "
+                          "on how the rows fall inside their bins, and draw values by it instead of evenly (zeros, "
+                          "top codes and crowded ends of wide bins come through; not for rap)")
     loudness = syn.add_mutually_exclusive_group()
     loudness.add_argument("--quiet", action="store_true", help="only warnings and errors on stderr")
     loudness.add_argument("--verbose", action="store_true",
@@ -227,7 +232,7 @@ def synthesize_command(args) -> int:
                    reweight=args.reweight,
                    reweight_share=REWEIGHT_SHARE if args.reweight_share is None else args.reweight_share,
                    reweight_gamma=REWEIGHT_GAMMA if args.reweight_gamma is None else args.reweight_gamma,
-                   output=args.output)
+                   bin_values=args.bin_values, output=args.output)
     for path in [args.output] + [ledger_path(args.output, r.epsilon) for r in runs]:
         print(path)
     return 0

@@ -93,7 +93,7 @@ class ColumnCoder:
         is_null = codes == nbins
         b = np.minimum(codes, nbins - 1)
         lo, hi = self.edges[b], self.edges[b + 1]
-        out = self._grid_draw(lo, hi, rng)
+        out = self.grid_draw(lo, hi, rng)
         if self.pool is not None and len(self.pool):
             first = self.pool_cum[np.searchsorted(self.pool, lo, side="right")]
             stop = self.pool_cum[np.searchsorted(self.pool, hi, side="right")]
@@ -104,7 +104,7 @@ class ColumnCoder:
         out[is_null] = np.nan
         return out
 
-    def _grid_draw(self, lo: np.ndarray, hi: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    def grid_draw(self, lo: np.ndarray, hi: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Uniform values in (lo, hi]: grid points where the column has a precision (hi where a
         bin holds none), any float otherwise (hi where rounding lands on lo)."""
         step = self.step

@@ -128,13 +128,16 @@ class NoOptions:
 class Method:
     """A registered strategy: ``synthesize(private, public, ctx, options) -> SynthesisResult``;
     ``check(options, schema)`` (optional) lists what the schema or the machine cannot honour, one
-    line each, before any data is read."""
+    line each, before any data is read.  ``raw_numeric``: the method returns every numeric column as raw
+    values (``SynthesisResult.raw``), so the release measures nothing inside their bins for it
+    (method/bin_values.py)."""
 
     name: str
     summary: str
     synthesize: Callable[[PrivateTable, PublicData | None, RunContext, Any], SynthesisResult]
     options: type = NoOptions
     check: Callable[[Any, Any], list[str]] | None = None
+    raw_numeric: bool = False
 
     def make_options(self, given: Mapping[str, Any] | Any | None = None):
         """This method's options from a dict (missing fields take their defaults), an instance of

@@ -647,4 +647,5 @@ def _fit_records(layout: _Layout, cat_codes: list[np.ndarray], values: np.ndarra
 
 
 METHOD = Method("rap", "RAP++: relaxed adaptive projection; numeric columns as raw values without bins "
-                       "(mixed marginals, linear thresholds), CPU or GPU", synthesize, RapOptions, check)
+                       "(mixed marginals, linear thresholds), CPU or GPU", synthesize, RapOptions, check,
+                raw_numeric=True)

@@ -1,0 +1,147 @@
+"""Values inside the bins of numeric columns that no public values fill, measured (``--bin-values``).
+
+Without a public file a numeric column's bins are equal-width cuts of its schema range, and a
+synthetic value is drawn uniformly inside its bin: a column whose rows crowd one end of a wide bin
+(household weights in 0-9,999 cut into bins of 500, most of them below 200; incomes whose first bin
+holds every zero; hours a week, 40 for half the rows, in bins of five) comes out spread over the
+whole bin.  With ``--bin-values`` each bin is cut into SUB_BINS sub-bins (the bin's first and last
+grid values and zero alone, then even widths), one ``CellHistogram`` per column counts the rows in
+each sub-bin of their own bin (a row counts once: sensitivity theta; Gaussian, charged), and each
+synthetic value is drawn in a sub-bin of its bin in proportion to the noisy counts (pulled toward
+the bin's mean as far as the noise says, ``shrunk_weights``; sub-bins without a grid value left
+out; uniform where no weight is positive), then uniformly on the grid inside it.  Only the noisy
+counts are read (post-processing); the cost is the rho given.  Opt-in: on ct_drug_deaths at eps 0.1
+it cost the release some accuracy for reasons not yet understood (bench/RESULTS.md, issue 11).
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+
+from lib.privacy.private_table import PrivateTable
+from lib.privacy.queries import CellHistogram
+
+log = logging.getLogger(__name__)
+
+SUB_BINS = 20  # sub-bins per bin
+SHARE = 0.03  # of the run's rho, split evenly over the columns measured
+
+
+@dataclass(frozen=True)
+class BinValues:
+    """One column's sub-bins: ``edges[b]`` cut bin b into (edges[b][k], edges[b][k+1]], ``weights[b]``
+    (non-negative) give each sub-bin's share; a row of zeros draws uniformly on the bin's grid.  ``coder``:
+    the column's numeric coder (dataloader/encoding.py ColumnCoder: its bin edges, grid and range)."""
+
+    coder: object
+    edges: np.ndarray
+    weights: np.ndarray
+
+    def draw(self, codes: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """A value for each code (NaN for the null code), inside its bin: in a sub-bin drawn by weight,
+        uniformly on the grid there.  Post-processing."""
+        codes = np.asarray(codes)
+        nbins = len(self.coder.edges) - 1
+        out = np.full(len(codes), np.nan)
+        binned = codes < nbins
+        b = codes[binned]
+        cum = np.cumsum(self.weights, axis=1)
+        total = cum[b, -1]
+        pick = (cum[b] < (rng.random(len(b)) * total)[:, None]).sum(axis=1)
+        sub_lo, sub_hi = self.edges[b, pick], self.edges[b, pick + 1]
+        values = self.coder.grid_draw(sub_lo, sub_hi, rng)
+        uniform = total <= 0
+        values[uniform] = self.coder.grid_draw(self.coder.edges[b[uniform]], self.coder.edges[b[uniform] + 1], rng)
+        out[binned] = np.clip(values, self.coder.column.low, self.coder.column.high)
+        return out
+
+
+def detail_columns(encoder, skip: set[str]) -> list[str]:
+    """Numeric columns of ``encoder`` (dataloader/encoding.py Encoder), not in ``skip``, with no public
+    values to decode from and a bin that holds more than one value."""
+    out = []
+    for coder in encoder.coders:
+        if coder.categories is not None or coder.pool is not None or coder.column.name in skip:
+            continue
+        lo, hi = coder.edges[:-1], coder.edges[1:]
+        if coder.step is None or (_grid_points(lo, hi, coder.step) > 1).any():
+            out.append(coder.column.name)
+    return out
+
+
+def sub_edges(coder) -> np.ndarray:
+    """(bins, + 1 for a null code) × (SUB_BINS + 1) strictly increasing edges, from the schema's bins
+    alone (``_bin_edges``).  The null code's row is the first bin's (null values count in no sub-bin)."""
+    lo, hi = coder.edges[:-1], coder.edges[1:]
+    rows = [_bin_edges(lo[b], hi[b], coder.first_value(b) if coder.step is not None else None, coder.step)
+            for b in range(len(lo))]
+    if coder.column.null is not None:
+        rows.append(rows[0])
+    return np.array(rows)
+
+
+def _bin_edges(lo: float, hi: float, first: float | None, step: float | None) -> np.ndarray:
+    """SUB_BINS + 1 edges of bin (lo, hi]: on a grid, its first and last values (top codes) and zero
+    (where the bin holds it: zero incomes, zero gains) in sub-bins of their own, the rest cut evenly and
+    the widest pieces halved until there are SUB_BINS; without a grid, SUB_BINS equal widths."""
+    if step is None or first is None or first >= hi:
+        return np.linspace(lo, hi, SUB_BINS + 1)
+    cuts = {lo, first, hi}
+    if hi - step > first:  # the last value alone (top codes)
+        cuts.add(hi - step)
+    if lo < -step and 0.0 < hi and first < 0.0:
+        cuts |= {-step, 0.0}
+    fixed = set(cuts)
+    cuts = np.array(sorted(cuts))
+    even = np.linspace(first, hi, max(SUB_BINS + 2 - len(cuts), 2))
+    cuts = np.unique(np.concatenate([cuts, even]))
+    while len(cuts) > SUB_BINS + 1:  # drop the even cut closest to its neighbours
+        inner = [i for i in range(1, len(cuts) - 1) if cuts[i] in even and cuts[i] not in fixed]
+        i = min(inner, key=lambda i: cuts[i + 1] - cuts[i - 1])
+        cuts = np.delete(cuts, i)
+    while len(cuts) < SUB_BINS + 1:  # halve the widest piece
+        i = int(np.argmax(np.diff(cuts)))
+        cuts = np.insert(cuts, i + 1, (cuts[i] + cuts[i + 1]) / 2)
+    return cuts
+
+
+def measure_bin_values(private: PrivateTable, encoder, columns: list[str], rho: float) -> dict:
+    """{column: BinValues} for ``columns`` (``detail_columns``), each measured with an even share of
+    ``rho``.  Privacy cost: ``rho``, one CellHistogram per column (sensitivity theta)."""
+    out = {}
+    for column in columns:
+        coder = encoder.coder(column)
+        edges = sub_edges(coder)
+        m = private.measure(CellHistogram(column, (column,), tuple(map(tuple, edges))), rho / len(columns),
+                            f"{column} inside its bins ({SUB_BINS} sub-bins each)")
+        valid = _grid_points(edges[:, :-1], edges[:, 1:], coder.step) > 0
+        out[column] = BinValues(coder, edges, shrunk_weights(m.noisy.reshape(edges.shape[0], SUB_BINS), valid,
+                                                             m.sigma))
+    if columns:
+        log.info("no public values inside the bins of %s: values follow noisy counts in %d sub-bins a bin "
+                 "(rho %.3g)", ", ".join(columns), SUB_BINS, rho)
+    return out
+
+
+def shrunk_weights(noisy: np.ndarray, valid: np.ndarray, sigma: float) -> np.ndarray:
+    """Sub-bin weights (bins × sub-bins, zero where not ``valid``) from noisy counts of noise sd ``sigma``:
+    each bin's counts pulled toward their mean by the positive-part James-Stein factor
+    1 - k·sigma² / (their sum of squared deviations), k the bin's valid sub-bins, then clipped at zero.  A bin
+    whose counts vary no more than the noise does is left even (drawn uniformly): its raw counts would put
+    its values on whichever sub-bin the noise favoured (ct_drug_deaths at eps 0.1, ages in 5-year bins).
+    Post-processing of the counts and their public sd."""
+    noisy = np.where(valid, noisy, 0.0)
+    k = valid.sum(axis=1, keepdims=True)
+    mean = noisy.sum(axis=1, keepdims=True) / np.maximum(k, 1)
+    spread = np.where(valid, (noisy - mean) ** 2, 0.0).sum(axis=1, keepdims=True)
+    keep = np.clip(1.0 - k * sigma ** 2 / np.maximum(spread, np.finfo(float).tiny), 0.0, 1.0)
+    return np.where(valid, np.clip(mean + keep * (noisy - mean), 0.0, None), 0.0)
+
+
+def _grid_points(lo: np.ndarray, hi: np.ndarray, step: float | None) -> np.ndarray:
+    """How many grid values each interval (lo, hi] holds (2 for any float, where there is no grid)."""
+    if step is None:
+        return np.full(np.shape(lo), 2)
+    return np.maximum(np.floor(np.round(hi / step, 6)) - np.floor(np.round(lo / step, 6)), 0)

@@ -1,0 +1,87 @@
+"""Values inside the bins of numeric columns without public values (method/bin_values.py)."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from api import release
+from dataloader.encoding import Encoder
+from dataloader.schema import parse_schema
+from method.bin_values import SHARE, SUB_BINS, shrunk_weights, sub_edges
+
+SCHEMA = {"W": {"dtype": "int", "min": 0, "max": 9999}, "INC": {"dtype": "int", "min": -500, "max": 2000, "null": "N"},
+          "X": {"dtype": "float", "min": 0, "max": 1}, "K": {"dtype": "str", "values": ["a", "b"]}}
+
+
+def params(eps: float = 10.0) -> dict:
+    return {"runs": [{"epsilon": eps, "delta": 1e-9, "max_records": 10_000, "max_records_per_individual": 1}],
+            "schema": SCHEMA}
+
+
+def frame(rng: np.random.Generator, n: int = 4000) -> pd.DataFrame:
+    """W crowds the low end of its first bin of 500 (zeros and 50-150) with a top code; INC holds zeros."""
+    w = np.where(rng.random(n) < 0.3, 0, rng.integers(50, 151, n))
+    w[rng.random(n) < 0.1] = 9999
+    inc = np.where(rng.random(n) < 0.4, 0, rng.integers(1, 60, n)).astype(object)
+    inc[rng.random(n) < 0.1] = "N"
+    return pd.DataFrame({"W": w, "INC": inc, "X": np.round(rng.random(n), 3), "K": rng.choice(["a", "b"], n)})
+
+
+def test_sub_edges_give_the_first_and_last_values_and_zero_their_own_sub_bins():
+    encoder = Encoder.fit(parse_schema(params()))
+    for name in ("W", "INC"):
+        coder = encoder.coder(name)
+        edges = sub_edges(coder)
+        assert edges.shape == (coder.size, SUB_BINS + 1) and (np.diff(edges, axis=1) > 0).all()
+        for b in range(len(coder.edges) - 1):
+            lo, hi = edges[b, 0], edges[b, -1]
+            assert (lo, hi) == (coder.edges[b], coder.edges[b + 1])
+            first = coder.first_value(b)
+            assert first in edges[b] and edges[b, 1] == first  # (lo, first] holds the first value alone
+            assert hi - 1 in edges[b] or hi - 1 <= first  # (hi - 1, hi] holds the last value alone
+            if lo < -1 and 0 < hi:
+                assert {-1.0, 0.0} <= set(edges[b])
+
+
+def test_values_inside_wide_bins_follow_the_private_rows_and_are_charged():
+    """--bin-values, no public file: each numeric column's sub-bin counts are measured (SHARE of rho,
+    sensitivity theta), and synthetic values follow them: W's zeros, its 50-150 crowd and its top code,
+    INC's zeros; the same under --seed."""
+    private = frame(np.random.default_rng(0))
+    (run,) = release(private, params(), None, "dpsyn", {}, seed=3, group_columns=(), bin_values=True)
+    inside = [c for c in run.ledger.charges if "inside its bins" in c.step]
+    assert [c.step.split()[0] for c in inside] == ["W", "INC", "X"]
+    assert all(c.sensitivity == 1 for c in inside)
+    assert sum(c.rho for c in inside) == pytest.approx(SHARE * run.ledger.budget, rel=1e-12)
+    assert run.ledger.spent == pytest.approx(run.ledger.budget, rel=1e-12)
+    w = run.table.W.astype(float)
+    assert (w == 0).mean() == pytest.approx(0.27, abs=0.03)  # uniform inside (-1, 499]: 0.002
+    assert w.between(26, 180).mean() == pytest.approx(0.63, abs=0.03)  # sub-bins of 26; uniform: 0.19
+    assert (w == 9999).mean() == pytest.approx(0.1, abs=0.02)
+    inc = pd.to_numeric(run.table.INC, errors="coerce")
+    assert (inc == 0).mean() == pytest.approx(0.36, abs=0.03)
+    assert inc.isna().mean() == pytest.approx(0.1, abs=0.02)
+    again = release(private, params(), None, "dpsyn", {}, seed=3, group_columns=(), bin_values=True)[0].table
+    pd.testing.assert_frame_equal(again, run.table)
+
+
+def test_nothing_is_measured_inside_bins_unless_asked_with_public_values_or_for_rap():
+    rng = np.random.default_rng(1)
+    private, public = frame(rng), frame(rng, 500)
+    for given, method, options, asked in [(None, "dpsyn", {}, False), (public, "dpsyn", {}, True),
+                                          (None, "rap", {"rounds": 2, "rows": 200, "steps": 3}, True)]:
+        (run,) = release(private, params(), given, method, options, seed=3, group_columns=(), bin_values=asked)
+        assert not [c for c in run.ledger.charges if "inside its bins" in c.step]
+        assert run.ledger.spent == pytest.approx(run.ledger.budget, rel=1e-12)
+
+
+def test_weights_stay_even_where_the_counts_vary_no_more_than_their_noise():
+    rng = np.random.default_rng(2)
+    valid = np.ones((2, 6), dtype=bool)
+    valid[1, 4:] = False
+    noisy = np.vstack([rng.normal(100, 1, 6), rng.normal(100, 50, 6)])
+    noisy[1, 4:] = 1e6  # not valid: ignored
+    weights = shrunk_weights(noisy, valid, sigma=50.0)
+    assert weights[1, :4] == pytest.approx(np.full(4, noisy[1, :4].mean()))  # pure noise: even
+    assert (weights[1, 4:] == 0).all()
+    strong = shrunk_weights(np.array([[1000.0, 0, 0, 0, 5000, 0]]), np.ones((1, 6), bool), sigma=10.0)
+    assert strong[0] == pytest.approx([1000, 0, 0, 0, 5000, 0], abs=1.0)  # signal far above noise: kept
