@@ -215,8 +215,8 @@ def sprint2(rows: int = 100_000) -> Dataset:
                    "clip", "sim_individual_id", 7, ("YEAR",))
 
 
-DATASETS = {"demo": demo, "demo_private_only": demo_private_only, "acs_income": acs_income, "adult": adult, "adult_raw": adult_raw,
-            "ct_drug_deaths": ct_drug_deaths, "acs_split": acs_split, "sprint2": sprint2}
+DATASETS = {"demo": demo, "demo_private_only": demo_private_only, "acs_income": acs_income, "adult": adult,
+            "adult_raw": adult_raw, "ct_drug_deaths": ct_drug_deaths, "acs_split": acs_split, "sprint2": sprint2}
 _DATA: Dataset | None = None  # the dataset of the current batch, inherited by forked runs
 _SHARE = REWEIGHT_SHARE  # the +reweight variants' share, set by --reweight-share
 _SUPERQUAIL: dict = {}  # --superquail-alpha / --superquail-beta

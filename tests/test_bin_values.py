@@ -74,14 +74,15 @@ def test_nothing_is_measured_inside_bins_unless_asked_with_public_values_or_for_
         assert run.ledger.spent == pytest.approx(run.ledger.budget, rel=1e-12)
 
 
-def test_weights_stay_even_where_the_counts_vary_no_more_than_their_noise():
+def test_weights_stay_even_over_values_where_the_counts_vary_no_more_than_their_noise():
+    """shrunk_weights: pure noise leaves a bin's weights even per value (a sub-bin of two values weighs
+    double; one of none, nothing); counts far above their noise keep their shape."""
     rng = np.random.default_rng(2)
-    valid = np.ones((2, 6), dtype=bool)
-    valid[1, 4:] = False
-    noisy = np.vstack([rng.normal(100, 1, 6), rng.normal(100, 50, 6)])
-    noisy[1, 4:] = 1e6  # not valid: ignored
-    weights = shrunk_weights(noisy, valid, sigma=50.0)
-    assert weights[1, :4] == pytest.approx(np.full(4, noisy[1, :4].mean()))  # pure noise: even
-    assert (weights[1, 4:] == 0).all()
-    strong = shrunk_weights(np.array([[1000.0, 0, 0, 0, 5000, 0]]), np.ones((1, 6), bool), sigma=10.0)
-    assert strong[0] == pytest.approx([1000, 0, 0, 0, 5000, 0], abs=1.0)  # signal far above noise: kept
+    prior = np.array([[1.0, 2.0, 1.0, 1.0, 0.0, 0.0]])
+    noisy = rng.normal(100, 50, (1, 6))
+    noisy[0, 4:] = 1e6  # no value there: ignored
+    weights = shrunk_weights(noisy, prior, sigma=50.0)
+    assert weights[0] == pytest.approx(prior[0] / 5 * noisy[0, :4].sum())
+    strong = shrunk_weights(np.array([[1000.0, 0, 0, 0, 5000, 0]]), np.ones((1, 6)), sigma=10.0)
+    assert strong[0] == pytest.approx([1000, 0, 0, 0, 5000, 0], abs=1.0)
+    assert (shrunk_weights(np.full((1, 3), -40.0), np.ones((1, 3)), sigma=50.0) > 0).all()  # a negative total
