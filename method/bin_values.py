@@ -90,19 +90,11 @@ def _bin_edges(lo: float, hi: float, first: float | None, step: float | None) ->
     the widest pieces halved until there are SUB_BINS; without a grid, SUB_BINS equal widths."""
     if step is None or first is None or first >= hi:
         return np.linspace(lo, hi, SUB_BINS + 1)
-    cuts = {lo, first, hi}
-    if hi - step > first:  # the last value alone (top codes)
-        cuts.add(hi - step)
-    if lo < -step and 0.0 < hi and first < 0.0:
-        cuts |= {-step, 0.0}
-    fixed = set(cuts)
-    cuts = np.array(sorted(cuts))
-    even = np.linspace(first, hi, max(SUB_BINS + 2 - len(cuts), 2))
-    cuts = np.unique(np.concatenate([cuts, even]))
-    while len(cuts) > SUB_BINS + 1:  # drop the even cut closest to its neighbours
-        inner = [i for i in range(1, len(cuts) - 1) if cuts[i] in even and cuts[i] not in fixed]
-        i = min(inner, key=lambda i: cuts[i + 1] - cuts[i - 1])
-        cuts = np.delete(cuts, i)
+    alone = {lo, first, hi, max(hi - step, first)}  # cuts around the first and last values
+    if first < 0.0 < hi:
+        alone |= {-step, 0.0}
+    # the even cuts share first and hi with ``alone``: together at most SUB_BINS + 1 edges
+    cuts = np.unique(np.concatenate([sorted(alone), np.linspace(first, hi, SUB_BINS + 3 - len(alone))]))
     while len(cuts) < SUB_BINS + 1:  # halve the widest piece
         i = int(np.argmax(np.diff(cuts)))
         cuts = np.insert(cuts, i + 1, (cuts[i] + cuts[i + 1]) / 2)
