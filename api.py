@@ -96,7 +96,7 @@ def release(private: pd.DataFrame | str | Path, params: Mapping | str | Path | S
             on_invalid: str = "error", bins: int = DEFAULT_BINS, show_private_counts: bool = False,
             derive: bool = True, distinct_per_individual: Sequence[str] | None = None,
             reweight: str | Sequence[str] | None = None, reweight_share: float = REWEIGHT_SHARE,
-            reweight_gamma: float = REWEIGHT_GAMMA, bin_values: bool = False,
+            reweight_gamma: float = REWEIGHT_GAMMA, bin_values: bool = True,
             output: str | Path | None = None) -> list[RunRelease]:
     """One synthetic table per run of ``params`` (a parameters dict, a path to one, or a Schema).
 
@@ -115,9 +115,9 @@ def release(private: pd.DataFrame | str | Path, params: Mapping | str | Path | S
     rows have ids, taken as declared otherwise, as theta is; ``reweight``: measures to
     resample the method's rows toward (method/reweight.py: ``moments:COLS``,
     ``marginals:A×B,...``), measured with ``reweight_share`` of each run's rho, tolerance
-    ``reweight_gamma``; ``bin_values``: where numeric columns have no public values, spend a share of each
+    ``reweight_gamma``; ``bin_values`` (default): where numeric columns have no public values, spend a share of each
     run's rho on how the rows fall inside their bins and draw values by it (method/bin_values.py; not for
-    methods that synthesize raw values); ``output``: also write the submission CSV there and one ledger JSON
+    methods that synthesize raw values; False draws them evenly inside their bins); ``output``: also write the submission CSV there and one ledger JSON
     per run beside it.
 
     Privacy: each run is (epsilon, delta)-DP for one individual with up to theta rows, as
@@ -291,7 +291,7 @@ def synthesize_run(table: EncodedTable, encoder: Encoder, public: PublicData | N
                    options, group_columns: tuple[str, ...], jobs: int,
                    seeds: list[np.random.SeedSequence], structure: Structure = Structure(),
                    distinct: tuple[str, ...] = (), reweighting: ReweightSpec | None = None,
-                   bin_values: bool = False) -> RunOutput:
+                   bin_values: bool = True) -> RunOutput:
     """Build the run's private table (bounding, ledger, its own noise generator, the columns
     ``distinct`` per individual) and let the method
     spend exactly this run's budget through it (less ``reweighting.share``, held for that stage),

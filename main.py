@@ -93,10 +93,11 @@ def build_parser() -> argparse.ArgumentParser:
     syn.add_argument("--reweight-gamma", type=float, default=None,
                      help=f"with --reweight: tolerance on each matched answer, the tilt's l1 weight (default: "
                           f"{REWEIGHT_GAMMA})")
-    syn.add_argument("--bin-values", action="store_true",
+    syn.add_argument("--bin-values", action=argparse.BooleanOptionalAction, default=True,
                      help=f"numeric columns without public values: spend {BIN_VALUES_SHARE:.0%}% of each run's budget "
                           "on how the rows fall inside their bins, and draw values by it instead of evenly (zeros, "
-                          "top codes and crowded ends of wide bins come through; not for rap)")
+                          "top codes and crowded ends of wide bins come through; not for rap; "
+                          "--no-bin-values draws them evenly)")
     loudness = syn.add_mutually_exclusive_group()
     loudness.add_argument("--quiet", action="store_true", help="only warnings and errors on stderr")
     loudness.add_argument("--verbose", action="store_true",

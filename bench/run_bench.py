@@ -76,7 +76,7 @@ VARIANTS = {"histogram": ("histogram", {}), "dpsyn": ("dpsyn", {}), "dpsyn-selec
             "rap": ("rap", {}),
             "dpsyn+reweight": ("dpsyn", {}), "rap+reweight": ("rap", {}),  # --reweight moments:* (--reweight-share)
             "superquail": ("superquail", {}), "superquail-bal": ("superquail", {"fair": "bal"}),
-            "dpsyn+bin-values": ("dpsyn", {})}  # --bin-values
+            "dpsyn-no-bin-values": ("dpsyn", {})}  # --no-bin-values
 # rap and superquail get the dataset's target; superquail-bal also its sensitive column
 PEERS = ("mst", "aim")  # bench/peers.py; needs requirements-bench.txt
 
@@ -251,7 +251,7 @@ def _one_run(args) -> tuple[pd.DataFrame, float, float]:
         reweight = {"reweight": "moments:*", "reweight_share": _SHARE} if variant.endswith("+reweight") else {}
         (run,) = release(data.private, data.params(eps), data.public, method, options, seed=seed,
                          group_columns=data.groups, on_invalid=data.on_invalid, id_column=data.id_column,
-                         bin_values=variant.endswith("+bin-values"), **reweight)
+                         bin_values=not variant.endswith("-no-bin-values"), **reweight)
         seconds, table = time.perf_counter() - start, run.table
     return table, seconds, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 

@@ -15,10 +15,10 @@ post-processes the records (step 4):
    ``max_cells`` cells.  Without public records, a column of many codes is split into coarse
    code and offset (method/split_columns.py): pairs over it are candidates read exactly or
    coarsely (age in 10s × hours in 10s: 100 cells, not 8,415), triples all exactly or all
-   coarsely.  A round picks one by the exponential mechanism (``PrivateTable.select``, SELECT_SHARE of
-   the round's rho) on the score ||q(D) − q(model)||₁ − sqrt(2/π)·σ·cells, the model's
-   L1 error minus the L1 noise that measuring it would add, and measures it with the rest
-   (Gaussian); the model is then refit (consistency, then GUM warm-started from the last
+   coarsely.  A round picks one (or ``picks``: one selection of that many) by the exponential
+   mechanism (``PrivateTable.select``, SELECT_SHARE of the round's rho) on the score
+   ||q(D) − q(model)||₁ − sqrt(2/π)·σ·cells, the model's L1 error minus the L1 noise that measuring
+   it would add, and measures it with the rest (Gaussian); the model is then refit (consistency, then GUM warm-started from the last
    round's records: the write-up's moves when the records started from public records,
    else rewriting the measured columns with a short polish, see REWRITE);
 3. annealing: the first round's rho is the budget over ROUNDS_PER_COLUMN × columns rounds
@@ -290,13 +290,18 @@ class Model:
 def measure_adaptively(private: PrivateTable, public_codes: np.ndarray | None, ctx: RunContext,
                        group_idx: list[int], other_idx: list[int], group_rho: float, max_cells: int,
                        earlier: tuple = (), few_rounds: bool = False, one_way_rounds: int = 1,
-                       rich: bool = False) -> Model:
+                       rich: bool = False, per_row: int | None = None, picks: int = 1,
+                       rounds: int | None = None) -> Model:
     """The fitted model after spending exactly what remains of the run's budget (module doc).
 
-    ``earlier``: (column indices, noisy values, sigma) already measured (a noisy total), kept in
-    the model.  ``few_rounds``: FEW_ROUNDS_PER_COLUMN rounds a column, not ROUNDS_PER_COLUMN;
-    ``one_way_rounds``: the 1-way marginals' measuring rho, in rounds' (method/planner.py); ``rich``: the
-    planner found the pairs worth their noise (a larger base from public records with groups).
+    ``earlier``: (column indices, noisy values, sigma) already measured (a noisy total; or the two-way
+    regime's marginals, method/dpsyn.py JOINT_GROUPS), kept in the model; a column measured there is
+    never split.  ``few_rounds``: FEW_ROUNDS_PER_COLUMN rounds a column, not ROUNDS_PER_COLUMN;
+    ``rounds``: this many rounds instead; ``picks``: marginals measured a round (one selection of that
+    many), the round's rho split evenly over them; ``one_way_rounds``: the 1-way marginals' measuring rho,
+    in rounds' (method/planner.py; 0: none measured here); ``rich``: the
+    planner found the pairs worth their noise (a larger base from public records with groups);
+    ``per_row``: base records a row of the noisy total (groups.py ``base_size``) instead of the default.
     Privacy cost: ``private.remaining`` at the call, all of it: ``group_rho`` on
     the group counts (when there are groups), the rest on 1-way marginals and the rounds'
     selections and measurements.
@@ -307,7 +312,9 @@ def measure_adaptively(private: PrivateTable, public_codes: np.ndarray | None, c
     # relation to the others, and there coarse readings crowd out the exact ones (bench/RESULTS.md, issue 11:
     # the demo at eps 0.1, 2-way TVD 0.0999 -> 0.1098 with INDP split; adult at eps 1, 0.0422 -> 0.0399).
     ruled = {c for box in ctx.boxes.boxes for c in box.columns}
-    layout = SplitColumns.choose(sizes, [j for j in other_idx if j not in ruled] if public_codes is None else [])
+    measured = {j for cols, _, _ in earlier for j in cols}  # keyed by the domain's codes
+    layout = SplitColumns.choose(sizes, [j for j in other_idx if j not in ruled | measured]
+                                 if public_codes is None else [])
     model = Model(names, sizes, tuple(group_idx), from_public=public_codes is not None, layout=layout,
                   ordered={j: ctx.domain.ordered.get(names[j], 0) for j in other_idx})
     for cols, values, sigma in earlier:
@@ -322,14 +329,14 @@ def measure_adaptively(private: PrivateTable, public_codes: np.ndarray | None, c
         m = private.measure(Marginal(()), private.remaining, "number of rows")
         model.add((), m.noisy.reshape(()), m.sigma)
     per_column = FEW_ROUNDS_PER_COLUMN if few_rounds else ROUNDS_PER_COLUMN
-    rho_round = private.remaining / (per_column * max(len(other_idx), 1))
+    rho_round = private.remaining / (rounds * picks if rounds else per_column * max(len(other_idx), 1))  # a pick's
     # where columns are split, rounds mostly read them coarsely, so their exact 1-way marginals are measured
     # about once: the 1-way budget goes by cells^(2/3) (bench/RESULTS.md, issue 11: adult at eps 0.1, 2-way
     # TVD 0.1140 with an even split, 0.1031 so)
     one_way = one_way_rounds * (1 - SELECT_SHARE) * rho_round * len(other_idx)
     rhos = allocate([(j,) for j in other_idx], sizes, one_way) if layout.split else \
         [one_way / len(other_idx)] * len(other_idx)
-    for j, rho_j in zip(other_idx, rhos):
+    for j, rho_j in zip(other_idx, rhos if one_way_rounds > 0 else []):
         m = private.measure(Marginal((names[j],)), rho_j)
         model.add(layout.key((j,)), layout.from_query(layout.key((j,)), m.noisy), m.sigma)
     model.fit_marginals(final=not other_idx)
@@ -341,13 +348,18 @@ def measure_adaptively(private: PrivateTable, public_codes: np.ndarray | None, c
     model_idx = list(other_idx) + [layout.offset(j) for j in layout.split]
     public = layout.encode(public_codes) if public_codes is not None else None
     rich = rich and public is not None and bool(group_idx)  # groups drawn by raking, rich budget
-    model.records = start_records(public, model_idx, model.global_targets(), base_size(model.total, rich=rich),
-                                  layout.model_sizes, ctx.rng)
+    n = base_size(model.total, rich=rich) if per_row is None else base_size(model.total, rich=True, per_row=per_row)
+    model.records = start_records(public, model_idx, model.global_targets(), n, layout.model_sizes, ctx.rng)
     model.records = gum(model.records, layout.model_sizes, model.global_targets(), ctx.rng, boxes=ctx.boxes)
-    sigmas = [model.noisy[layout.key((j,))][1] for j in other_idx]
-    log.info("adaptive: %s%d 1-way marginals measured (noise sd %.3g to %.3g per cell); rounds start at rho %.3g "
-             "each", "group counts and " if group_idx else "", len(other_idx), min(sigmas), max(sigmas), rho_round)
-    chosen = _rounds(private, ctx, model, other_idx, max_cells, rho_round)
+    if one_way_rounds > 0:
+        sigmas = [model.noisy[layout.key((j,))][1] for j in other_idx]
+        log.info("adaptive: %s%d 1-way marginals measured (noise sd %.3g to %.3g per cell); rounds start at rho "
+                 "%.3g each", "group counts and " if group_idx else "", len(other_idx), min(sigmas), max(sigmas),
+                 rho_round)
+    else:
+        log.info("adaptive: rounds start from %d marginals measured before, at rho %.3g each", len(earlier),
+                 rho_round)
+    chosen = _rounds(private, ctx, model, other_idx, max_cells, rho_round * picks, picks)
     log.info("adaptive: %d rounds measured %s", len(chosen), ", ".join(chosen) or "nothing")
     model.refit(ctx.rng, ctx.boxes, final=True)
     smoothed = {j: v for j, v in model.smoothing.items() if v[0]}
@@ -361,42 +373,48 @@ def measure_adaptively(private: PrivateTable, public_codes: np.ndarray | None, c
 
 
 def _rounds(private: PrivateTable, ctx: RunContext, model: Model, other_idx: list[int], max_cells: int,
-            rho_round: float) -> list[str]:
-    """AIM's rounds until the budget is spent; returns what each round measured, in words."""
+            rho_round: float, picks: int = 1) -> list[str]:
+    """AIM's rounds until the budget is spent, each choosing ``picks`` marginals; returns what each round
+    measured, in words."""
     names = model.names
     chosen: list[str] = []
+    round_no = 0
     while private.remaining > 0:
         last = private.remaining <= 2 * rho_round * (1 + 1e-9)
         if last:
             rho_round = private.remaining
         rho_select = SELECT_SHARE * rho_round
-        rho_measure = rho_round - rho_select
+        rho_measure = (rho_round - rho_select) / picks
         candidates = candidate_keys(model, other_idx, max_cells)
         queries = [model.query(key) for key in candidates]
         references = [model.layout.to_query(key, a) for key, a in zip(candidates, model.answers(candidates))]
         sigmas = np.array([private.sensitivity(q).l2 for q in queries]) / math.sqrt(2 * rho_measure)
         cells = np.array([r.size for r in references])
         penalties = NOISE_L1 * sigmas * cells
-        round_no = len(chosen) + 1
-        pick = private.select(queries, references, rho_select, penalties=penalties,
-                              label=f"adaptive round {round_no}: choice of 1 of {len(queries)} marginals").chosen[0]
-        cols, query = candidates[pick], queries[pick]
-        measured = private.measure(query, private.remaining if last else rho_measure,
-                                   f"adaptive round {round_no}: {query.describe()}")
-        before = references[pick]
-        error = float(np.abs(measured.noisy - before).sum())  # public: noisy answer against the model
-        model.add(cols, model.layout.from_query(cols, measured.noisy), measured.sigma)
+        round_no += 1
+        k = min(picks, len(queries))
+        picked = private.select(queries, references, rho_select, k=k, penalties=penalties,
+                                label=f"adaptive round {round_no}: choice of {k} of {len(queries)} marginals").chosen
+        expected = []
+        for i, pick in enumerate(picked):
+            cols, query = candidates[pick], queries[pick]
+            final = last and i == len(picked) - 1
+            measured = private.measure(query, private.remaining if final else rho_measure,
+                                       f"adaptive round {round_no}: {query.describe()}")
+            error = float(np.abs(measured.noisy - references[pick]).sum())  # public: noisy answer against the model
+            model.add(cols, model.layout.from_query(cols, measured.noisy), measured.sigma)
+            expected.append(NOISE_L1 * measured.sigma * cells[pick])
+            chosen.append(query.columns_text())
+            log.debug("adaptive round %d: chose %s (noisy L1 error %.4g vs expected noise %.4g over %d cells), "
+                      "rho %.3g (noise sd %.3g)", round_no, chosen[-1], error, expected[-1], cells[pick],
+                      rho_round, measured.sigma)
         model.refit(ctx.rng, ctx.boxes)
-        moved = float(np.abs(model.layout.to_query(cols, model.answer(cols)) - before).sum())
-        expected_noise = NOISE_L1 * measured.sigma * cells[pick]
-        what = query.columns_text()
-        chosen.append(what)
-        log.debug("adaptive round %d: chose %s (noisy L1 error %.4g vs expected noise %.4g over %d cells), "
-                  "rho %.3g (noise sd %.3g); the model moved %.4g", round_no, what, error, expected_noise,
-                  cells[pick], rho_round, measured.sigma, moved)
+        moved = [float(np.abs(model.layout.to_query(candidates[p], model.answer(candidates[p])) - references[p]).sum())
+                 for p in picked]
+        log.debug("adaptive round %d: the model moved %s", round_no, ", ".join(f"{m:.4g}" for m in moved))
         if last:
             break
-        if moved <= expected_noise:
+        if all(m <= e for m, e in zip(moved, expected)):
             rho_round = min(4 * rho_round, private.remaining)
             log.debug("adaptive: the model moved less than the noise; rounds now spend rho %.3g", rho_round)
     return chosen

@@ -17,7 +17,9 @@ marginals): refitting a group of a few dozen rows to the global targets the base
 follows distorts it (on the Sprint-2 shape, 2-way TVD 0.107 against 0.027 at ε = 0.1).  There,
 from public records, a group's rows are whole base records drawn with weights raked to its
 own marginals (no GUM moves, which make records the base never held); from independent draws,
-GUM rewrites only the columns of the group's targets.
+GUM rewrites only the columns of the group's targets.  In the two-way regime without public
+records and with few groups (JOINT_GROUPS), the group columns are columns of the base, and a share
+of the marginals' budget goes to adaptive rounds (method/adaptive.py) after the pairs (TRIPLE_SHARE).
 """
 from __future__ import annotations
 
@@ -60,6 +62,15 @@ JOINT_GROUPS = 100
 # its public file at eps 10, 40 groups: 735.2 -> 727.9, while 8 a row gives 744.1 but takes 46 s; there the
 # groups are assigned base records instead, groups.py OWN_REWRITE: 745.1 in 6 s)
 JOINT_BASE_PER_ROW = 8
+# ... and this share of the marginals' rho goes to adaptive rounds (method/adaptive.py) over the same columns,
+# the group columns among them, warm-started from every measured marginal: the rounds measure the 3-way
+# marginals the fitted pairs get most wrong (Date × Fentanyl × Any Opioid on ct_drug_deaths), which the
+# pairs alone leave to GUM's chance (bench/RESULTS.md, issue 11: ct_drug_deaths at eps 10, 4 seeds, accuracy
+# 0.805 -> 0.825, 3-way TVD 0.0171 -> 0.0160, 2-way 0.0079 -> 0.0078, Sprint-2 score 978.7 -> 978.2; 6 s ->
+# 49 s; 0.05 of the rho gives 0.821, 0.3 gives 0.822)
+TRIPLE_SHARE = 0.2
+TRIPLE_ROUNDS = 8  # ... in this many rounds (and their refits: the time), each measuring
+TRIPLE_PICKS = 8  # ... this many marginals (4 rounds of 16: accuracy 0.819 in 36 s)
 GROUP_MARGINAL_SHARE = 0.5  # two-way regime with groups: share of the marginal budget on group × column
 
 
@@ -107,7 +118,7 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
                          columns=len(other_idx), rho=rho if options.planner == AUTO else None, pair_cells=pair_cells,
                          group_cells=group_cells, n_groups=domain.size(ctx.group_columns) if group_idx else 1)
         log.info("dpsyn eps=%g: %s", eps, plan.describe(rho))
-        base = None
+        base, joint = None, False
         if plan.regime == ADAPTIVE:
             model = measure_adaptively(private, public_codes, ctx, group_idx, other_idx, plan.group_share * rho,
                                        options.max_cells, earlier=tuple(targets), few_rounds=plan.few_rounds,
@@ -120,7 +131,19 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
                                          f"group counts ({label})")
                 counts = smoothed_counts(groups.noisy, groups.sigma, ctx.group_columns)
                 targets.append((tuple(group_idx), counts, groups.sigma))
-            targets += _targets(private, public_codes, ctx, options, group_idx, other_idx, plan, rho, targets)
+            joint = (plan.regime == TWO_WAY and options.planner == AUTO and bool(group_idx) and public_codes is None
+                     and domain.size(ctx.group_columns) <= JOINT_GROUPS
+                     and noisy_total is not None and JOINT_BASE_PER_ROW * noisy_total <= RICH_BASE_RECORDS)
+            # the joint base's rounds get TRIPLE_SHARE of the marginals' rho: what _targets leaves
+            targets += _targets(private, public_codes, ctx, options, group_idx, other_idx, plan,
+                                rho * (1 - TRIPLE_SHARE) if joint else rho, targets)
+            if joint:  # the group columns in the base, with everything measured so far, then the rounds
+                log.info("dpsyn: few groups: the group columns are fitted in the base with the other columns, "
+                         "rounds measure what it gets most wrong, and each group is drawn from its own records")
+                model = measure_adaptively(private, None, ctx, [], other_idx + group_idx, 0.0, options.max_cells,
+                                           earlier=tuple(targets), one_way_rounds=0, per_row=JOINT_BASE_PER_ROW,
+                                           rounds=TRIPLE_ROUNDS, picks=TRIPLE_PICKS)
+                by_cols, total, base = model.domain_marginals(), model.total, model.domain_records()
 
     if base is None:
         with ctx.timed("consistency"):
@@ -139,10 +162,7 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
         else:
             per_group_1way = {c[-1]: v.reshape(-1, sizes[c[-1]]) for c, v in by_cols.items()
                               if group_idx and len(c) == len(group_idx) + 1 and list(c[:-1]) == group_idx}
-        joint = (plan.regime == TWO_WAY and options.planner == AUTO and bool(group_idx) and public_codes is None
-                 and len(counts) <= JOINT_GROUPS and JOINT_BASE_PER_ROW * total <= RICH_BASE_RECORDS)
-        if joint:  # the group columns in the base, each group drawn from its own records
-            base = _joint_base(by_cols, other_idx + group_idx, total, sizes, ctx)
+        if joint:  # each group drawn from its own base records
             codes = synthesize_groups(base, per_group, group_idx, global_targets, per_group_1way, sizes, ctx.rng,
                                       ctx.jobs, boxes=ctx.boxes, fit=OWN_RAKE,
                                       pieces=own_pools(base, per_group, group_idx, sizes))
@@ -180,17 +200,6 @@ def _global_targets(by_cols: dict, group_idx, other_idx) -> list[tuple]:
             cols, values = next((c, v) for c, v in by_cols.items() if j in c)
             targets.append(((j,), values.sum(axis=tuple(i for i, c in enumerate(cols) if c != j))))
     return targets
-
-
-def _joint_base(by_cols: dict, columns: list[int], total: float, sizes, ctx: RunContext) -> np.ndarray:
-    """Base records over ``columns`` (group columns included) GUM-fitted from independent draws to every
-    consistent marginal but the total (JOINT_GROUPS).  Post-processing."""
-    targets = [(c, v) for c, v in by_cols.items() if c]
-    start = start_records(None, columns, targets, base_size(total, rich=True, per_row=JOINT_BASE_PER_ROW), sizes,
-                          ctx.rng)
-    log.info("dpsyn: few groups: the group columns are fitted in the base (%d records) with the other columns, "
-             "and each group is drawn from its own records", len(start))
-    return gum(start, sizes, targets, ctx.rng, boxes=ctx.boxes)
 
 
 def _targets(private: PrivateTable, public_codes, ctx: RunContext, options: DpsynOptions, group_idx, other_idx,

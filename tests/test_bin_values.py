@@ -1,8 +1,11 @@
 """Values inside the bins of numeric columns without public values (method/bin_values.py)."""
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
 
+import main
 from api import release
 from dataloader.encoding import Encoder
 from dataloader.schema import parse_schema
@@ -43,11 +46,11 @@ def test_sub_edges_give_the_first_and_last_values_and_zero_their_own_sub_bins():
 
 
 def test_values_inside_wide_bins_follow_the_private_rows_and_are_charged():
-    """--bin-values, no public file: each numeric column's sub-bin counts are measured (SHARE of rho,
+    """Values inside bins (the default), no public file: each numeric column's sub-bin counts are measured (SHARE of rho,
     sensitivity theta), and synthetic values follow them: W's zeros, its 50-150 crowd and its top code,
     INC's zeros; the same under --seed."""
     private = frame(np.random.default_rng(0))
-    (run,) = release(private, params(), None, "dpsyn", {}, seed=3, group_columns=(), bin_values=True)
+    (run,) = release(private, params(), None, "dpsyn", {}, seed=3, group_columns=())
     inside = [c for c in run.ledger.charges if "inside its bins" in c.step]
     assert [c.step.split()[0] for c in inside] == ["W", "INC", "X"]
     assert all(c.sensitivity == 1 for c in inside)
@@ -60,11 +63,11 @@ def test_values_inside_wide_bins_follow_the_private_rows_and_are_charged():
     inc = pd.to_numeric(run.table.INC, errors="coerce")
     assert (inc == 0).mean() == pytest.approx(0.36, abs=0.03)
     assert inc.isna().mean() == pytest.approx(0.1, abs=0.02)
-    again = release(private, params(), None, "dpsyn", {}, seed=3, group_columns=(), bin_values=True)[0].table
+    again = release(private, params(), None, "dpsyn", {}, seed=3, group_columns=())[0].table
     pd.testing.assert_frame_equal(again, run.table)
 
 
-def test_nothing_is_measured_inside_bins_unless_asked_with_public_values_or_for_rap():
+def test_nothing_is_measured_inside_bins_when_turned_off_with_public_values_or_for_rap():
     rng = np.random.default_rng(1)
     private, public = frame(rng), frame(rng, 500)
     for given, method, options, asked in [(None, "dpsyn", {}, False), (public, "dpsyn", {}, True),
@@ -72,6 +75,19 @@ def test_nothing_is_measured_inside_bins_unless_asked_with_public_values_or_for_
         (run,) = release(private, params(), given, method, options, seed=3, group_columns=(), bin_values=asked)
         assert not [c for c in run.ledger.charges if "inside its bins" in c.step]
         assert run.ledger.spent == pytest.approx(run.ledger.budget, rel=1e-12)
+
+
+def test_the_command_measures_inside_bins_by_default_and_not_with_no_bin_values(tmp_path):
+    """main.py: the ledger beside the output holds the sub-bin charges unless --no-bin-values."""
+    (tmp_path / "params.json").write_text(json.dumps(params()))
+    frame(np.random.default_rng(4), 600).to_csv(tmp_path / "private.csv", index=False)
+    for flag, measured in [((), True), (("--no-bin-values",), False)]:
+        out = tmp_path / f"out{measured}.csv"
+        assert main.main(["--params", str(tmp_path / "params.json"), "--private", str(tmp_path / "private.csv"),
+                          "--output", str(out), "--quiet", "--seed", "1", "--group-columns", "", *flag]) == 0
+        ledger = json.loads((tmp_path / f"out{measured}.ledger.eps10.json").read_text())
+        assert any("inside its bins" in c["step"] for c in ledger["charges"]) == measured
+        assert ledger["rho_spent"] == pytest.approx(ledger["rho_budget"], rel=1e-9)
 
 
 def test_weights_stay_even_over_values_where_the_counts_vary_no_more_than_their_noise():

@@ -132,3 +132,29 @@ def test_groups_without_public_records_keep_pairs_with_a_column_that_differs_bet
     pd.testing.assert_frame_equal(again[1], out)  # the same under --seed, whatever the jobs
     for code_, name in enumerate("abc"):
         assert out[out.G == name].X.eq(code_).mean() == pytest.approx(0.8 + 0.2 / 3, abs=0.05)
+
+
+def test_few_groups_two_way_rounds_measure_the_triple_the_pairs_miss(tmp_path, capsys, monkeypatch):
+    """Two-way regime, no public file, few groups: after every pair (and group × column) marginal, the
+    rounds spend TRIPLE_SHARE of the marginals' rho and find Z = X xor Y, which no pair shows (each pair
+    of X, Y, Z is independent); without the rounds the release keeps it no better than chance."""
+    schema = {"G": {"dtype": "str", "values": ["a", "b", "c"]}, "X": {"dtype": "int", "values": [0, 1]},
+              "Y": {"dtype": "int", "values": [0, 1]}, "Z": {"dtype": "int", "values": [0, 1]},
+              "W": {"dtype": "int", "values": [0, 1, 2]}}
+    rng = np.random.default_rng(5)
+    x, y = rng.integers(0, 2, 3000), rng.integers(0, 2, 3000)
+    private = pd.DataFrame({"G": rng.choice(["a", "b", "c"], 3000), "X": x, "Y": y, "Z": x ^ y,
+                            "W": rng.integers(0, 3, 3000)})
+    code, out, ledger = release(tmp_path, schema, private, "--group-columns", "G", "--regime", "two-way", eps=20.0)
+    assert code == 0, capsys.readouterr().err
+    assert ledger["rho_spent"] == pytest.approx(ledger["rho_budget"], rel=1e-12)
+    rounds = [c for c in ledger["charges"] if c["step"].startswith("adaptive round")]
+    marginals = [c for c in ledger["charges"] if "marginal" in c["step"] and not c["step"].startswith("adaptive")]
+    assert all(c["sensitivity"] == pytest.approx(1, rel=0.01) and c["sensitivity"] >= 1 for c in rounds)  # theta
+    spent = sum(c["rho"] for c in rounds)
+    assert spent / (spent + sum(c["rho"] for c in marginals)) == pytest.approx(dpsyn.TRIPLE_SHARE, rel=1e-9)
+    assert any("X × Y × Z" in c["step"] for c in rounds)
+    assert (out.Z == out.X ^ out.Y).mean() > 0.95
+    monkeypatch.setattr(dpsyn, "TRIPLE_SHARE", 0.0)  # rounds with no budget measure nothing
+    code, out, _ = release(tmp_path, schema, private, "--group-columns", "G", "--regime", "two-way", eps=20.0)
+    assert code == 0 and (out.Z == out.X ^ out.Y).mean() < 0.7
