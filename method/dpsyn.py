@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -71,6 +72,10 @@ JOINT_BASE_PER_ROW = 8
 TRIPLE_SHARE = 0.2
 TRIPLE_ROUNDS = 8  # ... in this many rounds (and their refits: the time), each measuring
 TRIPLE_PICKS = 8  # ... this many marginals (4 rounds of 16: accuracy 0.819 in 36 s)
+# ... only where the 3-way candidates times the base records stay within this (ct_drug_deaths: 4,960 × 61,000,
+# about 3e8): each round counts every candidate on the records, so wide tables would take minutes a round;
+# beyond it the pairs keep the whole marginal budget
+TRIPLE_WORK = 2e9
 GROUP_MARGINAL_SHARE = 0.5  # two-way regime with groups: share of the marginal budget on group × column
 
 
@@ -134,12 +139,15 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
             joint = (plan.regime == TWO_WAY and options.planner == AUTO and bool(group_idx) and public_codes is None
                      and domain.size(ctx.group_columns) <= JOINT_GROUPS
                      and noisy_total is not None and JOINT_BASE_PER_ROW * noisy_total <= RICH_BASE_RECORDS)
+            rounds = joint and math.comb(len(other_idx) + len(group_idx), 3) * JOINT_BASE_PER_ROW * noisy_total \
+                <= TRIPLE_WORK
             # the joint base's rounds get TRIPLE_SHARE of the marginals' rho: what _targets leaves
             targets += _targets(private, public_codes, ctx, options, group_idx, other_idx, plan,
-                                rho * (1 - TRIPLE_SHARE) if joint else rho, targets)
+                                rho * (1 - TRIPLE_SHARE) if rounds else rho, targets)
             if joint:  # the group columns in the base, with everything measured so far, then the rounds
-                log.info("dpsyn: few groups: the group columns are fitted in the base with the other columns, "
-                         "rounds measure what it gets most wrong, and each group is drawn from its own records")
+                log.info("dpsyn: few groups: the group columns are fitted in the base with the other columns, %s"
+                         "and each group is drawn from its own records",
+                         "rounds measure what it gets most wrong, " if rounds else "")
                 model = measure_adaptively(private, None, ctx, [], other_idx + group_idx, 0.0, options.max_cells,
                                            earlier=tuple(targets), one_way_rounds=0, per_row=JOINT_BASE_PER_ROW,
                                            rounds=TRIPLE_ROUNDS, picks=TRIPLE_PICKS)
