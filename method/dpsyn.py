@@ -139,8 +139,8 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
             joint = (plan.regime == TWO_WAY and options.planner == AUTO and bool(group_idx) and public_codes is None
                      and domain.size(ctx.group_columns) <= JOINT_GROUPS
                      and noisy_total is not None and JOINT_BASE_PER_ROW * noisy_total <= RICH_BASE_RECORDS)
-            rounds = joint and math.comb(len(other_idx) + len(group_idx), 3) * JOINT_BASE_PER_ROW * noisy_total \
-                <= TRIPLE_WORK
+            triples = math.comb(len(other_idx) + len(group_idx), 3)  # none: the rounds would find nothing new
+            rounds = joint and 0 < triples * JOINT_BASE_PER_ROW * noisy_total <= TRIPLE_WORK
             # the joint base's rounds get TRIPLE_SHARE of the marginals' rho: what _targets leaves
             targets += _targets(private, public_codes, ctx, options, group_idx, other_idx, plan,
                                 rho * (1 - TRIPLE_SHARE) if rounds else rho, targets)

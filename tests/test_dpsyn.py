@@ -42,6 +42,7 @@ def test_one_non_group_column_releases(tmp_path, capsys, regime, share):
     assert ledger["rho_spent"] == pytest.approx(ledger["rho_budget"], rel=1e-12)
     assert len(out) > 600 and set(out["X"]) <= {0, 1, 2}
     assert out[out.G == "a"].X.eq(0).mean() > share  # group a is all X = 0 in the private table
+    assert not [c for c in ledger["charges"] if c["step"].startswith("adaptive round")] or regime is None  # no triple
 
 
 def test_two_way_regime_splits_group_marginals_by_cells(tmp_path, capsys):
