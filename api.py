@@ -115,10 +115,10 @@ def release(private: pd.DataFrame | str | Path, params: Mapping | str | Path | S
     rows have ids, taken as declared otherwise, as theta is; ``reweight``: measures to
     resample the method's rows toward (method/reweight.py: ``moments:COLS``,
     ``marginals:A×B,...``), measured with ``reweight_share`` of each run's rho, tolerance
-    ``reweight_gamma``; ``bin_values`` (default): where numeric columns have no public values, spend a share of each
-    run's rho on how the rows fall inside their bins and draw values by it (method/bin_values.py; not for
-    methods that synthesize raw values; False draws them evenly inside their bins); ``output``: also write the submission CSV there and one ledger JSON
-    per run beside it.
+    ``reweight_gamma``; ``bin_values`` (default): where numeric columns have no public values, spend a
+    share of each run's rho on how the rows fall inside their bins and draw values by it
+    (method/bin_values.py; not for methods that synthesize raw values; False draws them evenly inside
+    their bins); ``output``: also write the submission CSV there and one ledger JSON per run beside it.
 
     Privacy: each run is (epsilon, delta)-DP for one individual with up to theta rows, as
     its ledger records (PRIVACY.md).  Bad input raises one of ``BAD_INPUT``, before anything

@@ -18,9 +18,9 @@ post-processes the records (step 4):
    coarsely.  A round picks one (or ``picks``: one selection of that many) by the exponential
    mechanism (``PrivateTable.select``, SELECT_SHARE of the round's rho) on the score
    ||q(D) − q(model)||₁ − sqrt(2/π)·σ·cells, the model's L1 error minus the L1 noise that measuring
-   it would add, and measures it with the rest (Gaussian); the model is then refit (consistency, then GUM warm-started from the last
-   round's records: the write-up's moves when the records started from public records,
-   else rewriting the measured columns with a short polish, see REWRITE);
+   it would add, and measures it with the rest (Gaussian); the model is then refit (consistency,
+   then GUM warm-started from the last round's records: the write-up's moves when the records
+   started from public records, else rewriting the measured columns with a short polish, see REWRITE);
 3. annealing: the first round's rho is the budget over ROUNDS_PER_COLUMN × columns rounds
    (FEW_ROUNDS_PER_COLUMN where every pair would be cheap); when a measurement moves the model by less than its own
    expected noise, the next rounds get four times the rho (half the noise sd, AIM's rule);

@@ -37,7 +37,8 @@ def test_synthesizer_importance_and_classifiers_sum_to_the_budget(runs):
         budget = r.ledger.budget - inside_bins  # what the method is given
         assert sum(c.rho for c in target) == pytest.approx(0.6 * (1 - SYNTH_SHARE) * budget, rel=1e-6)
         assert sum(c.rho for c in features) == pytest.approx(0.4 * budget, rel=1e-6)
-        synthesizer = sum(c.rho for c in charges if not c.step.startswith("superquail") and "inside its bins" not in c.step)
+        synthesizer = sum(c.rho for c in charges
+                          if not c.step.startswith("superquail") and "inside its bins" not in c.step)
         assert synthesizer == pytest.approx(0.6 * SYNTH_SHARE * budget, rel=1e-6)
 
 
