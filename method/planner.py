@@ -62,6 +62,10 @@ RICH_PAIR_NOISE = 2.0
 # public records only: public records carry the 1-way shapes already (the demo at eps 0.1, 3 seeds: 2-way TVD
 # 0.0983 -> 0.1048, 1-way 0.0408 -> 0.0466, with four).
 POOR_ONE_WAY_ROUNDS = 4
+# ... and this many with groups: the group counts already take the write-up's share there, and the rounds that
+# are left choose the pairs a classifier reads (bench/RESULTS.md, issue 11: the demo without its public file at
+# eps 0.1, seeds 100-139: Sprint-2 score 676.8 -> 682.8, accuracy 0.668 -> 0.680, 2-way TVD 0.1576 -> 0.1599)
+POOR_GROUPED_ONE_WAY_ROUNDS = 2
 # Public regime with groups and no public file, under the auto planner: this share of the group counts' rho
 # goes to group × column marginals of the columns that differ most between groups (method/group_columns.py;
 # bench/RESULTS.md, issue 11: ct_drug_deaths at eps 0.1, 16 seeds, Sprint-2 score 762.4 -> 804.3, accuracy
@@ -154,7 +158,8 @@ def make_plan(epsilon: float, theta: int, noisy_total: float | None, has_groups:
     ``group_cells``) where there are groups; else the adaptive rounds, which measure only the
     marginals worth their noise (``few_rounds`` where that noise is below TWO_WAY_NOISE; 1-way
     marginals at two rounds' rho each, ``one_way_rounds``, where the pairs' noise is below
-    RICH_PAIR_NOISE, ``rich``, and without public records at POOR_ONE_WAY_ROUNDS rounds' rho above it,
+    RICH_PAIR_NOISE, ``rich``, and without public records at POOR_ONE_WAY_ROUNDS rounds' rho above it
+    (POOR_GROUPED_ONE_WAY_ROUNDS with groups),
     where the rounds are not few).  In the public regime with groups but no public
     file, given ``rho`` (the auto planner) and a noisy total, GROUP_COLUMN_SHARE of the group counts'
     share goes to ``group_column_share`` (method/group_columns.py) where the group counts' noise sd
@@ -184,7 +189,8 @@ def make_plan(epsilon: float, theta: int, noisy_total: float | None, has_groups:
             few_rounds = regime == ADAPTIVE and noise < TWO_WAY_NOISE
             rich = regime == ADAPTIVE and not few_rounds and pairs < RICH_PAIR_NOISE
             if regime == ADAPTIVE and not few_rounds:
-                one_way_rounds = 2 if rich else 1 if has_public else POOR_ONE_WAY_ROUNDS
+                one_way_rounds = 2 if rich else 1 if has_public else \
+                    POOR_GROUPED_ONE_WAY_ROUNDS if has_groups else POOR_ONE_WAY_ROUNDS
     else:
         regime = written = forced
     rest = epsilon - total_eps

@@ -13,8 +13,8 @@ from api import release
 from dataloader.encoding import Encoder
 from dataloader.schema import SchemaError, parse_schema
 from method.adaptive import SELECT_SHARE, Model
-from method.planner import (ADAPTIVE, ONE_WAY, POOR_ONE_WAY_ROUNDS, PUBLIC, RICH_PAIR_NOISE, TWO_WAY,
-                            TWO_WAY_NOISE, TWO_WAY_NOISE_FROM_DRAWS, make_plan, pair_noise)
+from method.planner import (ADAPTIVE, ONE_WAY, POOR_GROUPED_ONE_WAY_ROUNDS, POOR_ONE_WAY_ROUNDS, PUBLIC,
+                            RICH_PAIR_NOISE, TWO_WAY, TWO_WAY_NOISE, TWO_WAY_NOISE_FROM_DRAWS, make_plan, pair_noise)
 from tests.conftest import run_method
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -130,6 +130,8 @@ def test_without_public_records_pairs_of_middling_noise_go_to_fewer_adaptive_rou
     assert (dear.regime, dear.few_rounds, dear.rich, dear.one_way_rounds) == (ADAPTIVE, False, False,
                                                                                POOR_ONE_WAY_ROUNDS)
     assert make_plan(5.0, 1, rows, False, True, rho=0.001, pair_cells=cells).one_way_rounds == 1  # public file
+    grouped = make_plan(5.0, 1, rows, True, False, rho=0.001, pair_cells=cells, group_cells=cells, n_groups=4)
+    assert (grouped.regime, grouped.one_way_rounds) == (ADAPTIVE, POOR_GROUPED_ONE_WAY_ROUNDS)
     rich = make_plan(5.0, 1, rows, False, False, rho=0.03, pair_cells=cells)  # pair noise about 1
     assert TWO_WAY_NOISE < pair_noise(0.03, 1, rows, cells) < RICH_PAIR_NOISE
     assert (rich.regime, rich.few_rounds, rich.rich, rich.one_way_rounds) == (ADAPTIVE, False, True, 2)
