@@ -360,7 +360,7 @@ def measure_adaptively(private: PrivateTable, public_codes: np.ndarray | None, c
         log.info("adaptive: rounds start from %d marginals measured before, at rho %.3g each", len(earlier),
                  rho_round)
     chosen = _rounds(private, ctx, model, other_idx, max_cells, rho_round * picks, picks)
-    log.info("adaptive: %d rounds measured %s", len(chosen), ", ".join(chosen) or "nothing")
+    log.info("adaptive: the rounds measured %d marginals: %s", len(chosen), ", ".join(chosen) or "none")
     model.refit(ctx.rng, ctx.boxes, final=True)
     smoothed = {j: v for j, v in model.smoothing.items() if v[0]}
     if smoothed:
@@ -376,7 +376,6 @@ def _rounds(private: PrivateTable, ctx: RunContext, model: Model, other_idx: lis
             rho_round: float, picks: int = 1) -> list[str]:
     """AIM's rounds until the budget is spent, each choosing ``picks`` marginals; returns what each round
     measured, in words."""
-    names = model.names
     chosen: list[str] = []
     round_no = 0
     while private.remaining > 0:
