@@ -139,7 +139,8 @@ def shrunk_weights(noisy: np.ndarray, prior: np.ndarray, sigma: float) -> np.nda
     even = share * total
     spread = np.where(valid, (noisy - even) ** 2, 0.0).sum(axis=1, keepdims=True)
     k = valid.sum(axis=1, keepdims=True)
-    keep = np.clip(1.0 - NOISE_MARGIN * k * sigma ** 2 / np.maximum(spread, np.finfo(float).tiny), 0.0, 1.0)
+    noise = NOISE_MARGIN * k * sigma ** 2
+    keep = np.where(spread > noise, 1.0 - noise / np.where(spread > noise, spread, 1.0), 0.0)
     keep[total <= 0] = 0.0
     weights = np.where(valid, np.clip(even + keep * (noisy - even), 0.0, None), 0.0)
     return np.where(weights.sum(axis=1, keepdims=True) > 0, weights, share)

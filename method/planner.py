@@ -66,6 +66,13 @@ POOR_ONE_WAY_ROUNDS = 4
 # are left choose the pairs a classifier reads (bench/RESULTS.md, issue 11: the demo without its public file at
 # eps 0.1, seeds 100-139: Sprint-2 score 676.8 -> 682.8, accuracy 0.668 -> 0.680, 2-way TVD 0.1576 -> 0.1599)
 POOR_GROUPED_ONE_WAY_ROUNDS = 2
+# Adaptive regime where the pairs are noisy (rounds not few, budget not rich): the group counts keep this share of
+# the write-up's group-count share, the rest goes to the rounds.  There the write-up's share (40% of the rho on
+# the demo at eps 0.1) leaves the group counts' noise far below the groups' spread, while the rounds starve
+# (bench/RESULTS.md, issue 11: the demo without its public file at eps 0.1, seeds 20-35: accuracy 0.677 -> 0.701,
+# 2-way TVD 0.1408 -> 0.1344, Sprint-2 score 740.0 -> 737.3 (±2.7); the demo at eps 0.1, seeds 0-7: score 780.9 ->
+# 787.5, 2-way TVD 0.1084 -> 0.0965).  Where the budget is rich the group share is already small (4% at eps 1).
+POOR_GROUP_SHARE = 0.5
 # Public regime with groups and no public file, under the auto planner: this share of the group counts' rho
 # goes to group × column marginals of the columns that differ most between groups (method/group_columns.py;
 # bench/RESULTS.md, issue 11: ct_drug_deaths at eps 0.1, 16 seeds, Sprint-2 score 762.4 -> 804.3, accuracy
@@ -160,13 +167,14 @@ def make_plan(epsilon: float, theta: int, noisy_total: float | None, has_groups:
     marginals at two rounds' rho each, ``one_way_rounds``, where the pairs' noise is below
     RICH_PAIR_NOISE, ``rich``, and without public records at POOR_ONE_WAY_ROUNDS rounds' rho above it
     (POOR_GROUPED_ONE_WAY_ROUNDS with groups),
-    where the rounds are not few).  In the public regime with groups but no public
+    where the rounds are not few; there the group counts keep POOR_GROUP_SHARE of the write-up's
+    group-count share, the rest going to the rounds).  In the public regime with groups but no public
     file, given ``rho`` (the auto planner) and a noisy total, GROUP_COLUMN_SHARE of the group counts'
     share goes to ``group_column_share`` (method/group_columns.py) where the group counts' noise sd
     after that cut stays within GROUP_COUNT_NOISE of the mean size of the ``n_groups`` groups.
     """
     t = Thresholds.for_theta(theta)
-    total_eps, tau1, tau2, few_rounds, one_way_rounds, rich = 0.0, 0.0, 0.0, False, 1, False
+    total_eps, tau1, tau2, few_rounds, one_way_rounds, rich, poor = 0.0, 0.0, 0.0, False, 1, False, False
     if noisy_total is not None:
         total_eps = total_share(epsilon, theta) * epsilon
         tau1 = 1500 * theta / max(noisy_total, 1.0)
@@ -188,6 +196,7 @@ def make_plan(epsilon: float, theta: int, noisy_total: float | None, has_groups:
             regime = TWO_WAY if noise < (TWO_WAY_NOISE if has_public else TWO_WAY_NOISE_FROM_DRAWS) else ADAPTIVE
             few_rounds = regime == ADAPTIVE and noise < TWO_WAY_NOISE
             rich = regime == ADAPTIVE and not few_rounds and pairs < RICH_PAIR_NOISE
+            poor = regime == ADAPTIVE and not few_rounds and not rich
             if regime == ADAPTIVE and not few_rounds:
                 one_way_rounds = 2 if rich else 1 if has_public else \
                     POOR_GROUPED_ONE_WAY_ROUNDS if has_groups else POOR_ONE_WAY_ROUNDS
@@ -199,7 +208,7 @@ def make_plan(epsilon: float, theta: int, noisy_total: float | None, has_groups:
     else:
         tau = tau1 if written == ONE_WAY else tau2  # forced adaptive: the two-way share
         x = max(0.0, epsilon - t.eps0 - t.eps1 - tau)
-        group_eps = min(t.eps3, t.eps1 + x / 2, rest / 2)
+        group_eps = min(t.eps3, t.eps1 + x / 2, rest / 2) * (POOR_GROUP_SHARE if poor and columns else 1.0)
     marginal_eps = rest - group_eps
     if regime == PUBLIC and not has_public:
         marginal_eps = group_eps / 2

@@ -13,8 +13,9 @@ from api import release
 from dataloader.encoding import Encoder
 from dataloader.schema import SchemaError, parse_schema
 from method.adaptive import SELECT_SHARE, Model
-from method.planner import (ADAPTIVE, ONE_WAY, POOR_GROUPED_ONE_WAY_ROUNDS, POOR_ONE_WAY_ROUNDS, PUBLIC,
-                            RICH_PAIR_NOISE, TWO_WAY, TWO_WAY_NOISE, TWO_WAY_NOISE_FROM_DRAWS, make_plan, pair_noise)
+from method.planner import (ADAPTIVE, ONE_WAY, POOR_GROUP_SHARE, POOR_GROUPED_ONE_WAY_ROUNDS, POOR_ONE_WAY_ROUNDS,
+                            PUBLIC, RICH_PAIR_NOISE, TWO_WAY, TWO_WAY_NOISE, TWO_WAY_NOISE_FROM_DRAWS, make_plan,
+                            pair_noise)
 from tests.conftest import run_method
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -111,8 +112,8 @@ def test_the_planner_measures_every_pair_only_when_that_is_cheap():
     assert make_plan(1.0, 1, rows, False, False, rho=0.001, pair_cells=cells).regime == ADAPTIVE
     # where the write-up keeps to public marginals, so does the planner
     assert make_plan(0.01, 1, rows, True, True, rho=0.001, pair_cells=cells).regime == PUBLIC
-    plan = make_plan(5.0, 1, rows, True, False, rho=0.001, pair_cells=cells)
-    assert plan.regime == ADAPTIVE
+    plan = make_plan(5.0, 1, rows, True, False, rho=0.03, pair_cells=cells)  # pair noise about 1: rich
+    assert (plan.regime, plan.rich) == (ADAPTIVE, True)
     assert plan.group_share == make_plan(5.0, 1, rows, True, False, TWO_WAY).group_share
 
 
@@ -216,9 +217,21 @@ def test_a_numeric_distinct_column_on_the_command_line_exits_2_and_writes_nothin
 
 def test_the_adaptive_regime_keeps_the_group_share_of_the_regime_it_replaces():
     cells, rows = (400, 400, 400), 5000
-    one_way = make_plan(1.0, 1, rows, True, False, rho=0.001, pair_cells=cells)
-    assert one_way.regime == ADAPTIVE
+    one_way = make_plan(1.0, 1, rows, True, False, rho=0.03, pair_cells=cells)
+    assert (one_way.regime, one_way.rich) == (ADAPTIVE, True)
     assert one_way.group_share == make_plan(1.0, 1, rows, True, False).group_share  # the write-up's one-way
+
+
+@pytest.mark.parametrize("has_public", [False, True])
+def test_where_pairs_are_noisy_the_group_counts_keep_part_of_their_share(has_public):
+    """Adaptive rounds on noisy pairs: the group counts give up (1 - POOR_GROUP_SHARE) of the write-up's share
+    to the rounds; the shares still sum to the whole budget."""
+    cells, rows = (400, 400, 400), 5000
+    poor = make_plan(1.0, 1, rows, True, has_public, rho=0.001, pair_cells=cells)
+    assert (poor.regime, poor.few_rounds, poor.rich) == (ADAPTIVE, False, False)
+    written = make_plan(1.0, 1, rows, True, has_public)
+    assert poor.group_share == pytest.approx(POOR_GROUP_SHARE * written.group_share, rel=1e-12)
+    assert poor.total_share + poor.group_share + poor.marginal_share == pytest.approx(1.0, rel=1e-12)
 
 
 def test_the_model_answers_marginals_by_some_of_the_group_columns():

@@ -191,6 +191,19 @@ def test_the_demo_release_meets_every_rule_and_derivation(demo_release):
     assert (income % 10 == 0).mean() > 0.95  # public heaping carried over
 
 
+
+def test_without_the_public_file_the_demo_still_gives_each_puma_one_measured_density(demo_release):
+    """parameters.json declares DENSITY constant within PUMA (one decimal): without the public file each
+    PUMA still gets one value, measured (charged) and on the data's grid."""
+    private, _, params = demo_release
+    run = release(private, params, seed=3)[0]
+    synth = run.table.groupby("PUMA", observed=True).DENSITY
+    assert synth.nunique().max() == 1
+    real = private.groupby("PUMA").DENSITY.first().astype(float)
+    assert np.allclose(synth.first()[real.index].to_numpy(), real.to_numpy())
+    assert any("DENSITY per" in c.step for c in run.ledger.charges)
+    assert run.ledger.spent == pytest.approx(run.ledger.budget)
+
 def test_no_derive_keeps_every_column_synthesized(demo_release):
     private, _, params = demo_release
     run = release(private, params, public=DEMO / "public.csv", seed=3, derive=False)[0]

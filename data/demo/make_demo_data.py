@@ -60,7 +60,7 @@ def build_schema(dictionary: dict, public: pd.DataFrame) -> dict:
         "NPF": rng("NPF", null="N"),
         "HOUSING_TYPE": cat("HOUSING_TYPE"),
         "OWN_RENT": cat("OWN_RENT"),
-        "DENSITY": rng("DENSITY", dtype="float"),
+        "DENSITY": rng("DENSITY", dtype="float", precision=1, constant_within=["PUMA"]),  # a PUMA's density
         "INDP": {"dtype": "int", "values": indp, "null": "N"},
         "INDP_CAT": cat("INDP_CAT", null=True),
         "EDU": cat("EDU", null=True),
