@@ -4,8 +4,8 @@ Spends what remains of the run's budget in three steps, every one through the pr
 post-processes the records (step 4):
 
 1. cheap measurements: the group counts (the write-up's share, half of it where the planner finds
-   the pairs noisy, method/planner.py POOR_GROUP_SHARE, when there are groups; pulled toward the product of their one-way totals, method/groups.py
-   ``smoothed_counts``) and every 1-way marginal, each at the first round's measuring rho (twice
+   the pairs noisy, method/planner.py POOR_GROUP_SHARE, when there are groups; pulled toward the
+   product of their one-way totals, method/groups.py ``smoothed_counts``) and every 1-way marginal, each at the first round's measuring rho (twice
    that where the planner finds the budget rich, four times without public records where it finds the pairs
    noisy, ``one_way_rounds``)
    (their sum split by cells^(2/3) where columns are split, below);
