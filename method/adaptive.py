@@ -7,7 +7,8 @@ post-processes the records (step 4):
    the pairs noisy, method/planner.py POOR_GROUP_SHARE, when there are groups; pulled toward the
    product of their one-way totals, method/groups.py ``smoothed_counts``) and every 1-way marginal,
    each at the first round's measuring rho (twice that where the planner finds the budget rich, four
-   times without public records where it finds the pairs noisy, ``one_way_rounds``) (their sum split by cells^(2/3) where columns are split, below);
+   times without public records where it finds the pairs noisy, ``one_way_rounds``) (their sum
+   split by cells^(2/3) where columns are split, below);
 2. rounds: the candidates are every 1-way, 2-way and group × column marginal, the 3-way
    marginals that extend a measured pair and, from public records or where groups are large
    (SUBGROUP_ROWS), every column by some of the group columns (PUMA × column without YEAR), each at most
