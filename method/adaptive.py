@@ -22,7 +22,8 @@ post-processes the records (step 4):
    then GUM warm-started from the last round's records: the write-up's moves when the records
    started from public records, else rewriting the measured columns with a short polish, see REWRITE);
 3. annealing: the first round's rho is the budget over ROUNDS_PER_COLUMN × columns rounds
-   (FEW_ROUNDS_PER_COLUMN where every pair would be cheap); when a measurement moves the model by less than its own
+   (FEW_ROUNDS_PER_COLUMN where every pair would be cheap, MANY_ROUNDS_PER_COLUMN where pairs are noisy
+   and groups start from no public records); when a measurement moves the model by less than its own
    expected noise, the next rounds get four times the rho (half the noise sd, AIM's rule);
    when less than two rounds' rho is left, the last round takes all of it, so the ledger
    sums to the budget;
@@ -81,6 +82,14 @@ ROUNDS_PER_COLUMN = 6
 # precise, and fewer rounds fit as well in a quarter of the time (bench/RESULTS.md, issue 11: adult at eps 10,
 # 2-way / 3-way TVD 0.0219 / 0.0659 with 8 rounds a column, 0.0220 / 0.0661 with 4).
 FEW_ROUNDS_PER_COLUMN = 4
+# ... and where the planner found the pairs noisy, with groups and no public records (``many_rounds``): the
+# rounds left after the group counts and 1-way marginals then choose only a dozen marginals at 6 a column, and
+# more, smaller rounds choose more of what a per-group score and a classifier read (bench/RESULTS.md, issue 11:
+# the demo without its public file at eps 0.1, seeds 20-35 / 40-55, Sprint-2 score 737.3 / 735.6 -> 747.3 /
+# 754.7, accuracy 0.701 / 0.704 -> 0.721 / 0.717; 14 a column: 734.0, 0.722.  From public records it loses: the
+# demo at eps 0.1, seeds 0-7, 787.5 -> 770.2; adult at eps 0.1, no groups, reads the same: 3-way TVD 0.1646 ->
+# 0.1633, 2-way 0.0907 -> 0.0917).
+MANY_ROUNDS_PER_COLUMN = 10
 NOISE_L1 = math.sqrt(2 / math.pi)  # E|N(0, σ²)| / σ
 # Without public records, candidates S × column for S some of the group columns (PUMA × column without YEAR,
 # say) only where groups have this many rows on average (noisy total over the number of groups): every group
@@ -291,12 +300,13 @@ def measure_adaptively(private: PrivateTable, public_codes: np.ndarray | None, c
                        group_idx: list[int], other_idx: list[int], group_rho: float, max_cells: int,
                        earlier: tuple = (), few_rounds: bool = False, one_way_rounds: int = 1,
                        rich: bool = False, per_row: int | None = None, picks: int = 1,
-                       rounds: int | None = None) -> Model:
+                       rounds: int | None = None, many_rounds: bool = False) -> Model:
     """The fitted model after spending exactly what remains of the run's budget (module doc).
 
     ``earlier``: (column indices, noisy values, sigma) already measured (a noisy total; or the two-way
     regime's marginals, method/dpsyn.py JOINT_GROUPS), kept in the model; a column measured there is
     never split.  ``few_rounds``: FEW_ROUNDS_PER_COLUMN rounds a column, not ROUNDS_PER_COLUMN;
+    ``many_rounds``: MANY_ROUNDS_PER_COLUMN;
     ``rounds``: this many rounds instead; ``picks``: marginals measured a round (one selection of that
     many), the round's rho split evenly over them; ``one_way_rounds``: the 1-way marginals' measuring rho,
     in rounds' (method/planner.py; 0: none measured here); ``rich``: the
@@ -328,7 +338,7 @@ def measure_adaptively(private: PrivateTable, public_codes: np.ndarray | None, c
     elif not other_idx:
         m = private.measure(Marginal(()), private.remaining, "number of rows")
         model.add((), m.noisy.reshape(()), m.sigma)
-    per_column = FEW_ROUNDS_PER_COLUMN if few_rounds else ROUNDS_PER_COLUMN
+    per_column = FEW_ROUNDS_PER_COLUMN if few_rounds else MANY_ROUNDS_PER_COLUMN if many_rounds else ROUNDS_PER_COLUMN
     rho_round = private.remaining / (rounds * picks if rounds else per_column * max(len(other_idx), 1))  # a pick's
     # where columns are split, rounds mostly read them coarsely, so their exact 1-way marginals are measured
     # about once: the 1-way budget goes by cells^(2/3) (bench/RESULTS.md, issue 11: adult at eps 0.1, 2-way

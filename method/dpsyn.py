@@ -127,7 +127,8 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
         if plan.regime == ADAPTIVE:
             model = measure_adaptively(private, public_codes, ctx, group_idx, other_idx, plan.group_share * rho,
                                        options.max_cells, earlier=tuple(targets), few_rounds=plan.few_rounds,
-                                       one_way_rounds=plan.one_way_rounds, rich=plan.rich)
+                                       one_way_rounds=plan.one_way_rounds, rich=plan.rich,
+                                       many_rounds=plan.many_rounds)
             by_cols, total, base = model.domain_marginals(), model.total, model.domain_records()
         else:
             if group_idx:

@@ -12,7 +12,7 @@ import pytest
 from api import release
 from dataloader.encoding import Encoder
 from dataloader.schema import SchemaError, parse_schema
-from method.adaptive import SELECT_SHARE, Model
+from method.adaptive import MANY_ROUNDS_PER_COLUMN, ROUNDS_PER_COLUMN, SELECT_SHARE, Model
 from method.planner import (ADAPTIVE, ONE_WAY, POOR_GROUP_SHARE, POOR_GROUPED_ONE_WAY_ROUNDS, POOR_ONE_WAY_ROUNDS,
                             PUBLIC, RICH_PAIR_NOISE, TWO_WAY, TWO_WAY_NOISE, TWO_WAY_NOISE_FROM_DRAWS, make_plan,
                             pair_noise)
@@ -71,6 +71,22 @@ def test_the_planners_round_choices_spend_exactly_the_budget(monkeypatch, few_ro
     assert len(one_way) == 4 and one_way == pytest.approx([one_way_rounds * round_measure] * 4, rel=1e-9)
     assert ((out >= 0) & (out < np.array(Encoder.fit(SCHEMA).sizes))).all()
 
+
+def test_many_rounds_start_smaller_and_still_spend_exactly_the_budget(monkeypatch):
+    """``many_rounds``: the first round's rho is the budget over MANY_ROUNDS_PER_COLUMN rounds a column
+    instead of ROUNDS_PER_COLUMN, and the ledger still sums to the budget."""
+    import dataclasses
+
+    import method.dpsyn as dpsyn
+    make = dpsyn.make_plan
+    first_choice = {}
+    for many in (False, True):
+        monkeypatch.setattr(dpsyn, "make_plan", lambda *a, **k: dataclasses.replace(make(*a, **k), many_rounds=many))
+        _, ledger = run_method("dpsyn", Encoder.fit(SCHEMA), correlated(), epsilon=3.0, seed=2, regime="adaptive")
+        assert sum(c.rho for c in ledger.charges) == pytest.approx(ledger.budget, rel=1e-9)
+        first_choice[many] = next(c.rho for c in ledger.charges if c.mechanism.startswith("exponential mechanism"))
+    assert first_choice[True] / first_choice[False] == pytest.approx(ROUNDS_PER_COLUMN / MANY_ROUNDS_PER_COLUMN,
+                                                                      rel=1e-9)
 
 def test_adaptive_is_deterministic_under_a_seed_and_learns_the_dependence():
     encoder = Encoder.fit(SCHEMA)
@@ -232,6 +248,9 @@ def test_where_pairs_are_noisy_the_group_counts_keep_part_of_their_share(has_pub
     written = make_plan(1.0, 1, rows, True, has_public)
     assert poor.group_share == pytest.approx(POOR_GROUP_SHARE * written.group_share, rel=1e-12)
     assert poor.total_share + poor.group_share + poor.marginal_share == pytest.approx(1.0, rel=1e-12)
+    assert poor.many_rounds == (not has_public)  # more, smaller rounds only from independent draws
+    assert not make_plan(1.0, 1, rows, False, has_public, rho=0.001, pair_cells=cells).many_rounds  # no groups
+    assert not make_plan(1.0, 1, rows, True, has_public, rho=0.03, pair_cells=cells).many_rounds  # rich
 
 
 def test_the_model_answers_marginals_by_some_of_the_group_columns():
