@@ -68,10 +68,11 @@ POOR_ONE_WAY_ROUNDS = 4
 POOR_GROUPED_ONE_WAY_ROUNDS = 2
 # Adaptive regime where the pairs are noisy (rounds not few, budget not rich): the group counts keep this share of
 # the write-up's group-count share, the rest goes to the rounds.  There the write-up's share (40% of the rho on
-# the demo at eps 0.1) leaves the group counts' noise far below the groups' spread, while the rounds starve
-# (bench/RESULTS.md, issue 11: the demo without its public file at eps 0.1, seeds 20-35: accuracy 0.677 -> 0.701,
-# 2-way TVD 0.1408 -> 0.1344, Sprint-2 score 740.0 -> 737.3 (±2.7); the demo at eps 0.1, seeds 0-7: score 780.9 ->
-# 787.5, 2-way TVD 0.1084 -> 0.0965).  Where the budget is rich the group share is already small (4% at eps 1).
+# the demo at eps 0.1: noise sd 91 on about 1,350 rows a group) buys counts more precise than the per-group
+# score needs, while the rounds starve (bench/RESULTS.md, issue 11: the demo without its public file at eps 0.1,
+# seeds 20-35: accuracy 0.677 -> 0.701, 2-way TVD 0.1408 -> 0.1344, Sprint-2 score 740.0 -> 737.3 (±2.7); the
+# demo at eps 0.1, seeds 0-7: score 780.9 -> 787.5, 2-way TVD 0.1084 -> 0.0965).  Where the budget is rich the
+# group share is already small (4% at eps 1).
 POOR_GROUP_SHARE = 0.5
 # Public regime with groups and no public file, under the auto planner: this share of the group counts' rho
 # goes to group × column marginals of the columns that differ most between groups (method/group_columns.py;
