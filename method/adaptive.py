@@ -23,7 +23,7 @@ post-processes the records (step 4):
    started from public records, else rewriting the measured columns with a short polish, see REWRITE);
 3. annealing: the first round's rho is the budget over ROUNDS_PER_COLUMN × columns rounds
    (FEW_ROUNDS_PER_COLUMN where every pair would be cheap, MANY_ROUNDS_PER_COLUMN where pairs are noisy
-   and groups start from no public records); when a measurement moves the model by less than its own
+   and the records start from no public records); when a measurement moves the model by less than its own
    expected noise, the next rounds get four times the rho (half the noise sd, AIM's rule);
    when less than two rounds' rho is left, the last round takes all of it, so the ledger
    sums to the budget;
@@ -82,13 +82,14 @@ ROUNDS_PER_COLUMN = 6
 # precise, and fewer rounds fit as well in a quarter of the time (bench/RESULTS.md, issue 11: adult at eps 10,
 # 2-way / 3-way TVD 0.0219 / 0.0659 with 8 rounds a column, 0.0220 / 0.0661 with 4).
 FEW_ROUNDS_PER_COLUMN = 4
-# ... and where the planner found the pairs noisy, with groups and no public records (``many_rounds``): the
-# rounds left after the group counts and 1-way marginals then choose only a dozen marginals at 6 a column, and
-# more, smaller rounds choose more of what a per-group score and a classifier read (bench/RESULTS.md, issue 11:
-# the demo without its public file at eps 0.1, seeds 20-35 / 40-55, Sprint-2 score 737.3 / 735.6 -> 747.3 /
-# 754.7, accuracy 0.701 / 0.704 -> 0.721 / 0.717; 14 a column: 734.0, 0.722.  From public records it loses: the
-# demo at eps 0.1, seeds 0-7, 787.5 -> 770.2; adult at eps 0.1, no groups, reads the same: 3-way TVD 0.1646 ->
-# 0.1633, 2-way 0.0907 -> 0.0917).
+# ... and where the planner found the pairs noisy and there are no public records (``many_rounds``): the rounds
+# left after the group counts and 1-way marginals then choose only a dozen marginals at 6 a column, and more,
+# smaller rounds choose more of what a per-group score and a classifier read (bench/RESULTS.md, issue 11: the
+# demo without its public file at eps 0.1, seeds 20-35 / 40-55, Sprint-2 score 737.3 / 735.6 -> 747.3 / 754.7,
+# accuracy 0.701 / 0.704 -> 0.721 / 0.717; 14 a column: 734.0, 0.722.  Raw Adult at eps 0.1, seeds 100-131: the
+# classifier no longer collapses to the majority guess, macro F1 below 0.6 in 12 of 32 seeds -> none, accuracy
+# 0.785 -> 0.809, at a price on categorical Adult's 2-way TVD, 0.0876 -> 0.0923.  From public records it loses:
+# the demo at eps 0.1, seeds 0-7, 787.5 -> 770.2).
 MANY_ROUNDS_PER_COLUMN = 10
 NOISE_L1 = math.sqrt(2 / math.pi)  # E|N(0, σ²)| / σ
 # Without public records, candidates S × column for S some of the group columns (PUMA × column without YEAR,

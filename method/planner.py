@@ -110,7 +110,7 @@ class Plan:
     rich: bool = False  # adaptive, rounds not few, pairs' noise below RICH_PAIR_NOISE
     one_way_rounds: int = 1  # adaptive: the 1-way marginals' rho, in rounds' rho each
     group_column_share: float = 0.0  # public regime: group × column marginals of chosen columns
-    many_rounds: bool = False  # adaptive, pairs noisy, groups and no public records: more, smaller rounds
+    many_rounds: bool = False  # adaptive, pairs noisy, no public records: more, smaller rounds
 
     def describe(self, rho: float) -> str:
         what = {TWO_WAY: "2-way marginals", ADAPTIVE: "adaptive rounds"}.get(self.regime, "1-way marginals")
@@ -120,7 +120,7 @@ class Plan:
                  f"group × column marginals of the columns that differ most between groups "
                  f"{self.group_column_share:.1%}" if self.group_column_share else ""]
         rounds = " (few rounds: every pair would be cheap to measure)" if self.few_rounds else \
-            " (many rounds: pairs are noisy and groups start from no public records)" if self.many_rounds else ""
+            " (many rounds: pairs are noisy and there are no public records)" if self.many_rounds else ""
         if self.one_way_rounds > 1:
             rounds += f" (1-way marginals at {self.one_way_rounds} rounds' rho each)"
         return f"regime {self.regime}{rounds}; rho {rho:.4g} split: " + ", ".join(p for p in parts if p)
@@ -171,8 +171,8 @@ def make_plan(epsilon: float, theta: int, noisy_total: float | None, has_groups:
     RICH_PAIR_NOISE, ``rich``, and without public records at POOR_ONE_WAY_ROUNDS rounds' rho above it
     (POOR_GROUPED_ONE_WAY_ROUNDS with groups),
     where the rounds are not few; there the group counts keep POOR_GROUP_SHARE of the write-up's
-    group-count share, the rest going to the rounds, and with groups but no public records the rounds
-    are ``many_rounds``, method/adaptive.py MANY_ROUNDS_PER_COLUMN).  In the public regime with groups but no public
+    group-count share, the rest going to the rounds, and without public records the rounds are
+    ``many_rounds``, method/adaptive.py MANY_ROUNDS_PER_COLUMN).  In the public regime with groups but no public
     file, given ``rho`` (the auto planner) and a noisy total, GROUP_COLUMN_SHARE of the group counts'
     share goes to ``group_column_share`` (method/group_columns.py) where the group counts' noise sd
     after that cut stays within GROUP_COUNT_NOISE of the mean size of the ``n_groups`` groups.
@@ -202,7 +202,7 @@ def make_plan(epsilon: float, theta: int, noisy_total: float | None, has_groups:
             few_rounds = regime == ADAPTIVE and noise < TWO_WAY_NOISE
             rich = regime == ADAPTIVE and not few_rounds and pairs < RICH_PAIR_NOISE
             poor = regime == ADAPTIVE and not few_rounds and not rich
-            many_rounds = poor and has_groups and not has_public
+            many_rounds = poor and not has_public
             if regime == ADAPTIVE and not few_rounds:
                 one_way_rounds = 2 if rich else 1 if has_public else \
                     POOR_GROUPED_ONE_WAY_ROUNDS if has_groups else POOR_ONE_WAY_ROUNDS
