@@ -178,8 +178,8 @@ def make_plan(epsilon: float, theta: int, noisy_total: float | None, has_groups:
     after that cut stays within GROUP_COUNT_NOISE of the mean size of the ``n_groups`` groups.
     """
     t = Thresholds.for_theta(theta)
-    total_eps, tau1, tau2, few_rounds, one_way_rounds, rich, poor = 0.0, 0.0, 0.0, False, 1, False, False
-    many_rounds = False
+    total_eps, tau1, tau2, one_way_rounds = 0.0, 0.0, 0.0, 1
+    few_rounds = rich = poor = many_rounds = False
     if noisy_total is not None:
         total_eps = total_share(epsilon, theta) * epsilon
         tau1 = 1500 * theta / max(noisy_total, 1.0)
