@@ -13,7 +13,8 @@ They are re-implemented here on mbi's API after those scripts, with their defaul
   doubles when a measurement changes the model less than its noise; candidates whose
   junction tree would exceed max_model_size · (rho used / rho) MB are skipped.  Time
   cap: when ``time_cap`` seconds have passed, the next round spends the whole remaining
-  budget (AIM's own last-round rule), so the guarantee is kept.  AIM prints its rounds on stderr.
+  budget (AIM's own last-round rule), so the guarantee is kept.  AIM prints each round's choice and its noise sd,
+  and a summary, on stderr.
   After each round's estimation JAX's caches are cleared: mbi compiles new programs every round,
   and their code, kept, grew the process's memory maps by about 100 a second on the demo until
   LLVM could map no more (``vm.max_map_count`` 65,530: "Cannot allocate memory" after about
@@ -208,6 +209,7 @@ def aim(codes: np.ndarray, sizes, names, epsilon: float, delta: float, rng: np.r
                                              - math.sqrt(2 / math.pi) * sigma * domain.size(cl)) for cl in small])
         cl = small[_exponential(errors, eps, max(candidates[c] for c in small), rng)]
         n = domain.size(cl)
+        print(f"aim: round {done + 1}: {' x '.join(cl)} at noise sd {sigma:.4g}", file=sys.stderr, flush=True)
         measurements += _measure(mbi, data, [cl], sigma, rng)
         before = _project(model, cl)
         model = engine.estimate(domain, measurements, iters=AIM_ITERS, warm_start=model)

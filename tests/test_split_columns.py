@@ -110,3 +110,15 @@ def test_groups_keep_their_own_distribution_of_a_split_column():
     for group in range(3):
         inside = (out[out[:, 0] == group, 1] >= group * 15) & (out[out[:, 0] == group, 1] < group * 15 + 10)
         assert inside.mean() > 0.8  # 1.0 in the private table; about 0.25 if groups shared A's distribution
+
+
+def test_the_estimation_probe_reads_coarse_marginals_as_the_private_table_does():
+    """bench/estimation_probe.py hands a coarse reading to private-pgm as a matrix over the exact cells:
+    it must give the counts of code // width (the Marginal's coarsening), last coarse cell short."""
+    from bench.estimation_probe import coarse_matrix
+    codes = records()[:, [0, 1, 3]]
+    sizes, widths = [85, 3, 99], (10, 1, 10)
+    exact = count_marginal(codes, tuple(sizes)).ravel()
+    coarse_sizes = tuple(-(-s // w) for s, w in zip(sizes, widths))
+    expected = count_marginal(codes // np.array(widths), coarse_sizes).ravel()
+    assert np.array_equal(coarse_matrix(sizes, widths) @ exact, expected)
