@@ -11,7 +11,9 @@ of released values only: it says how much a max-entropy estimation step would ga
 and GUM on the same measurements, not what a release does.  Needs requirements-bench.txt (mbi, jax);
 the estimation takes seconds on ct_drug_deaths at eps 1 (a junction tree under 1 MB), and a seed whose
 measured marginals make a tree over MAX_MODEL_MB is reported with dpsyn's row alone (adult at eps 1: 244 MB,
-over 15 minutes a seed on 2 cores when fitted anyway; ct_drug_deaths at eps 10: petabytes).
+over 15 minutes a seed on 2 cores when fitted anyway; ct_drug_deaths at eps 10: petabytes).  dpsyn's rows
+repeat exactly; the graphical model's move a little from run to run (mbi's fit is not bit-reproducible,
+though its draw is seeded).
 
     python bench/estimation_probe.py [--dataset ct_drug_deaths] [--eps 1] [--seeds 3] [--first-seed 0]
 """
@@ -32,6 +34,7 @@ from bench import peers  # noqa: E402
 from bench.run_bench import DATASETS  # noqa: E402
 from dataloader.schema import parse_schema  # noqa: E402
 from evaluation.scoring import EvaluationOptions, Evaluator  # noqa: E402
+from lib.privacy.private_table import Measurement  # noqa: E402
 from lib.privacy.queries import Marginal  # noqa: E402
 
 ITERATIONS = 2000  # mirror-descent steps (AIM's final fit takes 3000 from a warm start)
@@ -67,8 +70,10 @@ def measurements_for_pgm(mbi, released, names: list[str], sizes: list[int]) -> l
     """mbi measurements for every released marginal over the encoder's columns (the others are left out)."""
     out = []
     for m in released:
-        query = getattr(m, "query", None)
-        if not isinstance(query, Marginal) or not query.attrs or not set(query.attrs) <= set(names):
+        if not isinstance(m, Measurement) or not isinstance(m.query, Marginal):
+            continue
+        query = m.query
+        if not query.attrs or not set(query.attrs) <= set(names):
             continue
         widths = query.column_widths()
         extra = {} if max(widths) == 1 else \
@@ -78,10 +83,10 @@ def measurements_for_pgm(mbi, released, names: list[str], sizes: list[int]) -> l
     return out
 
 
-def probe(data, eps: float, seed: int) -> dict[str, dict]:
-    """Scores of dpsyn's table and of the graphical model's, from one release's measurements."""
+def probe(data, encoder, evaluator: Evaluator, eps: float, seed: int) -> dict[str, dict]:
+    """Scores of dpsyn's table and of the graphical model's, from one release's measurements (``encoder``: the
+    codes a release uses, as the peers get them; ``evaluator``: the bench's scorer on the real table)."""
     mbi = peers._mbi()
-    _, encoder = data.codes()
     names, sizes = list(encoder.names), [int(s) for s in encoder.sizes]
     (run,) = release(data.private, data.params(eps), data.public, "dpsyn", {}, seed=seed,
                      group_columns=data.groups, on_invalid=data.on_invalid, id_column=data.id_column)
@@ -97,8 +102,6 @@ def probe(data, eps: float, seed: int) -> dict[str, dict]:
     else:
         print(f"seed {seed}: the junction tree of the {len(measured)} measured marginals would take "
               f"{size_mb:.3g} MB; not fitted", file=sys.stderr)
-    evaluator = Evaluator(parse_schema(data.params(1.0)), data.real,
-                          EvaluationOptions(group_columns=data.groups, target=data.target))
     out = {}
     for label, table in tables:
         scores = next(iter(evaluator.evaluate(table)["runs"].values()))
@@ -117,11 +120,14 @@ def main() -> None:
     parser.add_argument("--first-seed", type=int, default=0)
     args = parser.parse_args()
     data = DATASETS[args.dataset]()
+    _, encoder = data.codes()
+    evaluator = Evaluator(parse_schema(data.params(1.0)), data.real,
+                          EvaluationOptions(group_columns=data.groups, target=data.target))
     rows = {"dpsyn": [], "graphical model": []}
     print("| seed | estimate | measurements | Sprint-2 score | TVD 2-way | TVD 3-way | accuracy | macro F1 |")
     print("|---|---|---|---|---|---|---|---|")
     for seed in range(args.first_seed, args.first_seed + args.seeds):
-        for label, r in probe(data, args.eps, seed).items():  # dpsyn alone where the tree is too large
+        for label, r in probe(data, encoder, evaluator, args.eps, seed).items():  # dpsyn alone where the tree is too large
             rows[label].append([r["score"], r["tvd2"], r["tvd3"], r["accuracy"], r["macro_f1"]])
             print(f"| {seed} | {label} | {r['measurements']} | {r['score']:.1f} | {r['tvd2']:.4f} | {r['tvd3']:.4f} | "
                   f"{r['accuracy']:.3f} | {r['macro_f1']:.3f} |", flush=True)
