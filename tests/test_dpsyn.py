@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 import main
-from method import dpsyn
+from method import adaptive, dpsyn
 from tests.conftest import write_params
 
 
@@ -101,24 +101,28 @@ def test_marginal_selection_at_a_tiny_budget_releases(tmp_path, capsys):
     assert ledger["rho_spent"] <= ledger["rho_budget"]
 
 
-@pytest.mark.parametrize("regime, joint_groups, assign_cells, low, high", [
-    ("two-way", 100, 0, 0.98, 1.0),  # 0.997: the base carries the group column
-    ("two-way", 0, dpsyn.ASSIGN_CELLS, 0.98, 1.0),  # 0.998: base records assigned to groups
-    ("two-way", 0, 0, 0.0, 0.96),  # 0.934: random shares of the base, rewritten per group
-    ("adaptive", 100, dpsyn.ASSIGN_CELLS, 0.99, 1.0),  # 0.995
-    ("adaptive", 100, 0, 0.0, 0.99),  # 0.984
+@pytest.mark.parametrize("regime, joint_groups, assign_cells, max_entropy_cells, low, high", [
+    ("two-way", 100, 0, 0, 0.98, 1.0),  # 0.997: the base carries the group column
+    ("two-way", 0, dpsyn.ASSIGN_CELLS, 0, 0.98, 1.0),  # 0.998: base records assigned to groups
+    ("two-way", 0, 0, 0, 0.0, 0.96),  # 0.934: random shares of the base, rewritten per group
+    ("adaptive", 100, 0, adaptive.MAX_ENTROPY_CELLS, 0.99, 1.0),  # 0.995: drawn from the max-entropy fit
+    ("adaptive", 100, dpsyn.ASSIGN_CELLS, 0, 0.99, 1.0),  # 0.995
+    ("adaptive", 100, 0, 0, 0.0, 0.99),  # 0.984
 ])
 def test_groups_without_public_records_keep_pairs_with_a_column_that_differs_between_them(tmp_path, capsys,
                                                                                          monkeypatch, regime,
                                                                                          joint_groups, assign_cells,
-                                                                                         low, high):
+                                                                                         max_entropy_cells, low,
+                                                                                         high):
     """No public file, three groups: X depends on the group and Y copies X.  Each group keeps its own X
     and the X = Y pair, whether the base carries the group column (two-way regime, at most dpsyn
-    JOINT_GROUPS groups) or each base record is assigned to one group (groups.assigned_rows); rewriting X
+    JOINT_GROUPS groups), the records are drawn from the maximum-entropy fit with the group column
+    (adaptive regime) or each base record is assigned to one group (groups.assigned_rows); rewriting X
     per group in a random share of a base without them breaks it (ASSIGN_CELLS 0).  The same under --seed
     with two jobs."""
     monkeypatch.setattr(dpsyn, "JOINT_GROUPS", joint_groups)
     monkeypatch.setattr(dpsyn, "ASSIGN_CELLS", assign_cells)
+    monkeypatch.setattr(adaptive, "MAX_ENTROPY_CELLS", max_entropy_cells)
     schema = {"G": {"dtype": "str", "values": ["a", "b", "c"]}, "X": {"dtype": "int", "values": [0, 1, 2]},
               "Y": {"dtype": "int", "values": [0, 1, 2]}, "Z": {"dtype": "int", "values": [0, 1]}}
     rng = np.random.default_rng(0)

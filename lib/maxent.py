@@ -1,0 +1,225 @@
+"""The maximum-entropy distribution with given marginals, on a junction tree, and records drawn from it.
+
+Post-processing only: fits and samples from marginals already released (and consistent), never
+private data.  This is the estimation step of private-pgm (McKenna et al. 2019) for consistent
+targets: among all distributions whose marginals on the given column sets equal the targets, the
+one of largest entropy, found by iterative proportional fitting on a junction tree of the column
+sets (every clique's belief kept calibrated, Hugin style).  Where two estimates fit the measured
+marginals equally, this one adds no association the measurements do not show.
+
+* :func:`junction_tree` triangulates the column sets' graph (greedy, least clique cells first) and
+  joins the maximal cliques into a tree; its ``cells`` say what the beliefs take in memory.
+* :func:`fit` returns the calibrated beliefs (one probability table a clique).
+* :func:`draw` draws records from them, clique by clique from the root, each clique's new columns
+  given its separator with the counts rounded to integers at random (so every clique's table is
+  met to within a record a cell), as private-pgm's ``synthetic_data`` does; columns set beforehand
+  (the group of each record, say) are kept, and the rest drawn given them.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class JunctionTree:
+    """``cliques[i]``: sorted columns; ``parent[i]``: the clique i hangs from (-1: the root, clique 0);
+    ``order``: every clique after its parent; ``separators[i]``: sorted columns clique i shares with its
+    parent."""
+
+    cliques: tuple[tuple[int, ...], ...]
+    parent: tuple[int, ...]
+    order: tuple[int, ...]
+    separators: tuple[tuple[int, ...], ...]
+    sizes: tuple[int, ...]
+
+    @property
+    def cells(self) -> int:
+        """Cells of every clique's table together."""
+        return sum(math.prod(self.sizes[c] for c in clique) for clique in self.cliques)
+
+    def host(self, columns) -> int:
+        """The smallest clique holding every one of ``columns``."""
+        want = set(columns)
+        fits = [i for i, c in enumerate(self.cliques) if want <= set(c)]
+        return min(fits, key=lambda i: math.prod(self.sizes[c] for c in self.cliques[i]))
+
+
+def junction_tree(column_sets, columns, sizes, root=()) -> JunctionTree:
+    """A junction tree over ``columns`` whose cliques hold every set of ``column_sets``: the graph joining
+    the columns of each set, triangulated by eliminating at each step the column whose clique has fewest
+    cells, its maximal cliques joined by a maximum-weight spanning tree (weight: columns shared).  A column
+    in no set is a clique of its own.  The root is the largest clique holding every column of ``root``
+    (one of ``column_sets`` must)."""
+    sizes = tuple(int(s) for s in sizes)
+    adjacent = {c: set() for c in columns}
+    for cols in column_sets:
+        for a, b in itertools.combinations(set(cols), 2):
+            adjacent[a].add(b)
+            adjacent[b].add(a)
+    left, found = set(columns), []
+    while left:
+        v = min(sorted(left), key=lambda c: math.prod(sizes[u] for u in adjacent[c] & left) * sizes[c])
+        around = adjacent[v] & left
+        found.append(tuple(sorted(around | {v})))
+        for a, b in itertools.combinations(around, 2):
+            adjacent[a].add(b)
+            adjacent[b].add(a)
+        left.remove(v)
+    cliques = [c for i, c in enumerate(found)
+               if not any(set(c) < set(d) or (set(c) == set(d) and j < i) for j, d in enumerate(found) if j != i)]
+    cliques.sort(key=lambda c: (not set(root) <= set(c), -math.prod(sizes[u] for u in c)))
+    parent, order, joined = [-1] * len(cliques), [0], {0}
+    while len(joined) < len(cliques):  # Prim: the heaviest edge from the tree to a clique outside it
+        _, _, child, into = max((len(set(cliques[i]) & set(cliques[j])), -j, j, i) for i in joined
+                                for j in range(len(cliques)) if j not in joined)
+        parent[child] = into
+        order.append(child)
+        joined.add(child)
+    separators = tuple(tuple(sorted(set(c) & set(cliques[p]))) if p >= 0 else () for c, p in zip(cliques, parent))
+    return JunctionTree(tuple(cliques), tuple(parent), tuple(order), separators, sizes)
+
+
+def _shape(tree: JunctionTree, cols) -> tuple[int, ...]:
+    return tuple(tree.sizes[c] for c in cols)
+
+
+def _marginal(belief: np.ndarray, clique, cols) -> np.ndarray:
+    """``belief`` over ``clique`` summed onto ``cols`` (sorted, within the clique)."""
+    drop = tuple(i for i, c in enumerate(clique) if c not in cols)
+    return belief.sum(axis=drop) if drop else belief
+
+
+def _spread(table: np.ndarray, cols, clique) -> np.ndarray:
+    """``table`` over ``cols`` (sorted, within the clique) shaped to broadcast over ``clique``."""
+    return table.reshape(tuple(table.shape[cols.index(c)] if c in cols else 1 for c in clique))
+
+
+def _ratio(new: np.ndarray, old: np.ndarray) -> np.ndarray:
+    return np.divide(new, old, out=np.zeros_like(new), where=old > 0)
+
+
+def calibrate(tree: JunctionTree, potentials: list[np.ndarray]) -> list[np.ndarray]:
+    """Every clique's marginal (a probability table) of the distribution proportional to the product of the
+    cliques' ``potentials`` (log scale): messages passed up the tree to the root and back down."""
+    children = {i: [] for i in range(len(tree.cliques))}
+    for i in tree.order[1:]:
+        children[tree.parent[i]].append(i)
+    up = {}
+    for i in reversed(tree.order[1:]):
+        inside = potentials[i] + sum(_spread(up[c], tree.separators[c], tree.cliques[i]) for c in children[i])
+        up[i] = _log_marginal(inside, tree.cliques[i], tree.separators[i])
+    beliefs, down = [None] * len(tree.cliques), {}
+    for i in tree.order:
+        clique = tree.cliques[i]
+        log_belief = potentials[i] + sum(_spread(up[c], tree.separators[c], clique) for c in children[i])
+        if tree.parent[i] >= 0:
+            log_belief = log_belief + _spread(down[i], tree.separators[i], clique)
+        for c in children[i]:
+            down[c] = _log_marginal(log_belief - _spread(up[c], tree.separators[c], clique), clique,
+                                    tree.separators[c])
+        belief = np.exp(log_belief - log_belief.max())
+        beliefs[i] = belief / belief.sum()
+    return beliefs
+
+
+def _log_marginal(log_table: np.ndarray, clique, cols) -> np.ndarray:
+    """log of the sum of exp(``log_table``) over ``clique``'s columns outside ``cols``."""
+    drop = tuple(i for i, c in enumerate(clique) if c not in cols)
+    if not drop:
+        return log_table
+    top = log_table.max(axis=drop, keepdims=True)
+    top = np.where(np.isfinite(top), top, 0.0)
+    with np.errstate(divide="ignore"):
+        return np.log(np.exp(log_table - top).sum(axis=drop)) + top.squeeze(axis=drop)
+
+
+def fit(tree: JunctionTree, targets, iterations: int = 1000, tolerance: float = 1e-7) -> tuple[list[np.ndarray], bool]:
+    """Calibrated beliefs (a probability table per clique, axes in its column order) of the distribution
+    of largest entropy among those nearest the targets: ``targets`` are (columns, table shaped by them, in
+    that order, weight), their tables' totals need not be 1; the loss is the sum over targets of weight
+    times the squared distance between the distribution's marginal and the target's proportions.  Mirror
+    descent on the cliques' log-potentials from the uniform distribution (private-pgm's estimator, with its
+    line search), until a step lowers the loss by less than ``tolerance`` of its start or ``iterations``
+    steps are done.  Targets that agree exactly are met exactly; where noise leaves no distribution with
+    every target's marginal (a cycle of pairs), each target is missed in proportion to 1 / weight."""
+    parts = []
+    for cols, table, weight in targets:
+        key = tuple(sorted(cols))
+        table = np.asarray(table, dtype=np.float64).transpose([list(cols).index(c) for c in key])
+        parts.append((tree.host(key), key, table / max(table.sum(), 1e-300), float(weight)))
+    top = max(w for *_, w in parts)
+    parts = [(h, k, t, w / top) for h, k, t, w in parts]
+
+    def loss_and_gradient(beliefs):
+        loss, gradient = 0.0, [np.zeros(b.shape) for b in beliefs]
+        for host, key, table, weight in parts:
+            diff = _marginal(beliefs[host], tree.cliques[host], key) - table
+            loss += weight * float((diff * diff).sum())
+            gradient[host] = gradient[host] + _spread(2 * weight * diff, key, tree.cliques[host])
+        return loss, gradient
+
+    potentials = [np.zeros(_shape(tree, c)) for c in tree.cliques]
+    beliefs = calibrate(tree, potentials)
+    loss, gradient = loss_and_gradient(beliefs)
+    start, step = loss, 1.0
+    for _ in range(iterations):
+        step *= 2
+        for _ in range(30):  # backtracking: halve the step until it lowers the loss enough
+            trial = [p - step * g for p, g in zip(potentials, gradient)]
+            trial_beliefs = calibrate(tree, trial)
+            trial_loss, trial_gradient = loss_and_gradient(trial_beliefs)
+            gain = sum(float((g * (b - t)).sum()) for g, b, t in zip(gradient, beliefs, trial_beliefs))
+            if loss - trial_loss >= 0.5 * gain:
+                break
+            step /= 2
+        else:
+            return beliefs, True  # no step lowers the loss
+        improved = loss - trial_loss
+        potentials, beliefs, loss, gradient = trial, trial_beliefs, trial_loss, trial_gradient
+        if improved <= tolerance * start:
+            return beliefs, True
+    return beliefs, False
+
+
+def rounded_counts(total: int, weights: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Integer counts summing to ``total`` in proportion to ``weights``: each cell's share rounded down, the
+    records left over given to cells at random in proportion to what rounding took from them."""
+    share = total * weights / weights.sum()
+    counts = np.floor(share).astype(np.int64)
+    left = int(total - counts.sum())
+    if left > 0:
+        rest = share - counts
+        counts[rng.choice(len(share), size=left, replace=False, p=rest / rest.sum())] += 1
+    return counts
+
+
+def draw(tree: JunctionTree, beliefs: list[np.ndarray], records: np.ndarray, rng: np.random.Generator,
+         given: tuple[int, ...] = ()) -> np.ndarray:
+    """``records`` with every column of the tree but ``given`` (sorted columns of the root clique, already
+    set) drawn from the calibrated ``beliefs``, clique by clique from the root: each clique's columns outside
+    its separator (for the root, ``given``), among the records of each separator value, in rounded
+    proportions of the clique's table given that value (its columns' own marginal where the table gives
+    the value nothing).  Without ``given`` the root clique's cells come in rounded proportions of its table."""
+    n = len(records)
+    for i in tree.order:
+        clique, sep = tree.cliques[i], given if tree.parent[i] < 0 else tree.separators[i]
+        new = tuple(c for c in clique if c not in sep)
+        if not new:
+            continue
+        table = beliefs[i].transpose([clique.index(c) for c in sep + new])
+        table = table.reshape(math.prod(_shape(tree, sep)), math.prod(_shape(tree, new)))
+        fallback = table.sum(axis=0)
+        index = np.ravel_multi_index(tuple(records[:, c] for c in sep), _shape(tree, sep)) if sep else np.zeros(n, int)
+        rows = np.argsort(index, kind="stable")
+        values, starts = np.unique(index[rows], return_index=True)
+        out = np.empty(n, dtype=np.int64)
+        for value, block in zip(values, np.split(rows, starts[1:])):
+            weights = table[value] if table[value].sum() > 0 else fallback
+            picked = np.repeat(np.arange(len(weights)), rounded_counts(len(block), weights, rng))
+            out[block] = rng.permutation(picked)
+        records[:, list(new)] = np.stack(np.unravel_index(out, _shape(tree, new)), axis=1)
+    return records

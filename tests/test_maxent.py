@@ -1,0 +1,104 @@
+"""The maximum-entropy estimate on a junction tree (lib/maxent.py): tree, calibration, fit and draw."""
+import numpy as np
+
+from lib.maxent import calibrate, draw, fit, junction_tree, rounded_counts
+
+SIZES = (3, 4, 2, 5, 3, 2)
+SETS = [(0, 1), (1, 2), (2, 3), (0, 3), (3, 4), (4, 5), (1, 5)]  # two cycles: the graph needs fill-in
+
+
+def _marginal(joint: np.ndarray, cols) -> np.ndarray:
+    return joint.sum(axis=tuple(i for i in range(joint.ndim) if i not in cols))
+
+
+def test_the_tree_holds_every_set_and_keeps_the_running_intersection_property():
+    tree = junction_tree(SETS, range(len(SIZES)), SIZES)
+    assert all(any(set(s) <= set(c) for c in tree.cliques) for s in SETS)
+    assert sorted(tree.order) == list(range(len(tree.cliques))) and tree.parent[tree.order[0]] == -1
+    for column in range(len(SIZES)):  # the cliques holding a column are connected in the tree
+        holding = {i for i, c in enumerate(tree.cliques) if column in c}
+        tops = [i for i in holding if tree.parent[i] not in holding]
+        assert len(tops) == 1
+
+
+def test_the_root_holds_the_columns_asked_for():
+    tree = junction_tree(SETS, range(len(SIZES)), SIZES, root=(4, 5))
+    assert {4, 5} <= set(tree.cliques[tree.order[0]])
+
+
+def test_calibration_gives_the_marginals_of_the_product_of_potentials():
+    rng = np.random.default_rng(1)
+    tree = junction_tree(SETS, range(len(SIZES)), SIZES)
+    potentials = [rng.normal(size=[SIZES[c] for c in clique]) for clique in tree.cliques]
+    log_joint = np.zeros(SIZES)
+    for clique, p in zip(tree.cliques, potentials):
+        log_joint = log_joint + p.reshape([SIZES[c] if c in clique else 1 for c in range(len(SIZES))])
+    joint = np.exp(log_joint - log_joint.max())
+    joint /= joint.sum()
+    for clique, belief in zip(tree.cliques, calibrate(tree, potentials)):
+        np.testing.assert_allclose(belief, _marginal(joint, clique), atol=1e-12)
+
+
+def test_the_fit_meets_marginals_that_some_distribution_has():
+    rng = np.random.default_rng(2)
+    truth = rng.dirichlet(np.full(int(np.prod(SIZES)), 0.5)).reshape(SIZES)
+    targets = [(s, 1000 * _marginal(truth, s), 1.0) for s in SETS]
+    tree = junction_tree(SETS, range(len(SIZES)), SIZES)
+    beliefs, _ = fit(tree, targets, iterations=3000, tolerance=1e-12)
+    for cols, table, _ in targets:
+        host = tree.host(cols)
+        got = _marginal(beliefs[host], [tree.cliques[host].index(c) for c in cols])
+        assert 0.5 * np.abs(got - table / 1000).sum() < 2e-3
+
+
+def test_with_one_way_targets_alone_the_fit_is_their_product():
+    rng = np.random.default_rng(3)
+    ones = [rng.dirichlet(np.ones(s)) for s in SIZES[:3]]
+    tree = junction_tree([(0, 1, 2)], range(3), SIZES[:3])  # one clique over all three columns
+    beliefs, settled = fit(tree, [((j,), p, 1.0) for j, p in enumerate(ones)], tolerance=1e-12)
+    product = ones[0][:, None, None] * ones[1][None, :, None] * ones[2][None, None, :]
+    assert settled
+    np.testing.assert_allclose(beliefs[0], product, atol=1e-6)
+
+
+def test_a_target_over_columns_out_of_order_is_read_in_its_own_order():
+    table = np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])  # column 1 (2 codes) by column 0 (3 codes)
+    tree = junction_tree([(1, 0)], (0, 1), (3, 2))
+    beliefs, _ = fit(tree, [((1, 0), table, 1.0)], iterations=3000, tolerance=1e-14)
+    np.testing.assert_allclose(beliefs[0], table.T / table.sum(), atol=1e-6)
+
+
+def test_rounded_counts_sum_to_the_total_and_stay_within_one_of_the_share():
+    rng = np.random.default_rng(4)
+    weights = rng.random(17)
+    counts = rounded_counts(101, weights, rng)
+    assert counts.sum() == 101
+    assert np.all(np.abs(counts - 101 * weights / weights.sum()) < 1)
+
+
+def test_the_draw_meets_the_root_clique_to_a_record_a_cell_and_keeps_given_columns():
+    rng = np.random.default_rng(5)
+    truth = rng.dirichlet(np.ones(int(np.prod(SIZES)))).reshape(SIZES)
+    targets = [(s, _marginal(truth, s), 1.0) for s in SETS]
+    tree = junction_tree(SETS, range(len(SIZES)), SIZES)
+    beliefs, _ = fit(tree, targets)
+    n = 5000
+    records = draw(tree, beliefs, np.zeros((n, len(SIZES) + 1), dtype=np.int32), rng)
+    root = tree.cliques[tree.order[0]]
+    counts = np.zeros([SIZES[c] for c in root])
+    np.add.at(counts, tuple(records[:, c] for c in root), 1)
+    assert np.all(np.abs(counts - n * beliefs[tree.order[0]]) < 1)
+    assert np.all(records[:, -1] == 0)  # a column outside the tree stays 0
+    for cols, table, _ in targets:  # every measured pair within sampling error of its target
+        got = np.zeros(table.shape)
+        np.add.at(got, tuple(records[:, c] for c in cols), 1)
+        assert 0.5 * np.abs(got / n - table).sum() < 0.03
+
+    tree = junction_tree(SETS, range(len(SIZES)), SIZES, root=(4, 5))
+    beliefs, _ = fit(tree, targets)
+    given = np.zeros((n, len(SIZES)), dtype=np.int32)
+    given[:, 4] = np.repeat([0, 1, 2], [1000, 1500, 2500])
+    given[:, 5] = 1
+    out = draw(tree, beliefs, given.copy(), rng, given=(4, 5))
+    assert np.array_equal(out[:, [4, 5]], given[:, [4, 5]])
+    assert all(out[:, c].max() < SIZES[c] for c in range(4))
