@@ -1,15 +1,17 @@
-"""The maximum-entropy distribution with given marginals, on a junction tree, and records drawn from it.
+"""A maximum-entropy estimate from noisy marginals, on a junction tree, and records drawn from it.
 
-Post-processing only: fits and samples from marginals already released (and consistent), never
-private data.  This is the estimation step of private-pgm (McKenna et al. 2019) for consistent
-targets: among all distributions whose marginals on the given column sets equal the targets, the
-one of largest entropy, found by iterative proportional fitting on a junction tree of the column
-sets (every clique's belief kept calibrated, Hugin style).  Where two estimates fit the measured
-marginals equally, this one adds no association the measurements do not show.
+Post-processing only: fits and samples from marginals already released, never private data.  This
+is the estimation step of private-pgm (McKenna et al. 2019): a graphical model over the junction
+tree of the measured column sets, its log-potentials moved by mirror descent from the uniform
+distribution toward the targets (squared error, each target weighted).  Where the targets admit a
+distribution, it converges to the one of largest entropy among those that have them: it adds no
+association the measurements do not show.  Stopped early, it stays short of noisy targets, nearer
+the uniform (method/adaptive.py MAX_ENTROPY_TOLERANCE).
 
 * :func:`junction_tree` triangulates the column sets' graph (greedy, least clique cells first) and
   joins the maximal cliques into a tree; its ``cells`` say what the beliefs take in memory.
-* :func:`fit` returns the calibrated beliefs (one probability table a clique).
+* :func:`calibrate` gives every clique's marginal of the model (message passing up and down the tree).
+* :func:`fit` returns the calibrated beliefs of the fitted model (one probability table a clique).
 * :func:`draw` draws records from them, clique by clique from the root, each clique's new columns
   given its separator with the counts rounded to integers at random (so every clique's table is
   met to within a record a cell), as private-pgm's ``synthetic_data`` does; columns set beforehand
@@ -98,10 +100,6 @@ def _spread(table: np.ndarray, cols, clique) -> np.ndarray:
     return table.reshape(tuple(table.shape[cols.index(c)] if c in cols else 1 for c in clique))
 
 
-def _ratio(new: np.ndarray, old: np.ndarray) -> np.ndarray:
-    return np.divide(new, old, out=np.zeros_like(new), where=old > 0)
-
-
 def calibrate(tree: JunctionTree, potentials: list[np.ndarray]) -> list[np.ndarray]:
     """Every clique's marginal (a probability table) of the distribution proportional to the product of the
     cliques' ``potentials`` (log scale): messages passed up the tree to the root and back down."""
@@ -137,15 +135,17 @@ def _log_marginal(log_table: np.ndarray, clique, cols) -> np.ndarray:
         return np.log(np.exp(log_table - top).sum(axis=drop)) + top.squeeze(axis=drop)
 
 
-def fit(tree: JunctionTree, targets, iterations: int = 1000, tolerance: float = 1e-7) -> tuple[list[np.ndarray], bool]:
-    """Calibrated beliefs (a probability table per clique, axes in its column order) of the distribution
-    of largest entropy among those nearest the targets: ``targets`` are (columns, table shaped by them, in
-    that order, weight), their tables' totals need not be 1; the loss is the sum over targets of weight
-    times the squared distance between the distribution's marginal and the target's proportions.  Mirror
-    descent on the cliques' log-potentials from the uniform distribution (private-pgm's estimator, with its
-    line search), until a step lowers the loss by less than ``tolerance`` of its start or ``iterations``
-    steps are done.  Targets that agree exactly are met exactly; where noise leaves no distribution with
-    every target's marginal (a cycle of pairs), each target is missed in proportion to 1 / weight."""
+def fit(tree: JunctionTree, targets, iterations: int = 1000,
+        tolerance: float = 1e-7) -> tuple[list[np.ndarray], bool]:
+    """Calibrated beliefs (a probability table per clique, axes in its column order) of the model fitted to
+    the targets, and whether the fit settled (False: ``iterations`` ran out).  ``targets`` are (columns,
+    table shaped by them, in that order, weight), their tables' totals need not be 1; the loss is the sum
+    over targets of weight times the squared distance between the distribution's marginal and the target's
+    proportions.  Mirror descent on the cliques' log-potentials from the uniform distribution
+    (private-pgm's estimator, with its line search), until a step lowers the loss by less than ``tolerance`` of its start or ``iterations``
+    steps are done.  Run to convergence, targets that some distribution has are met, by the one of largest
+    entropy; where noise leaves no distribution with every target's marginal (a cycle of pairs), the loss is
+    least, each target missed the less the larger its weight."""
     parts = []
     for cols, table, weight in targets:
         key = tuple(sorted(cols))

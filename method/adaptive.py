@@ -48,7 +48,7 @@ estimate says that at least halves its squared error (``Model.smoothed``, lib/sm
 and fnlwgt at eps 0.1).  Records and marginals are over the model's columns (split columns as
 coarse code and offset) and translated back to the domain's for the rest of the release.  The
 final records are shared out per group from the model's records (method/groups.py), as in the
-write-up.
+write-up, except where the maximum-entropy estimate with the group columns draws each group's (step 4).
 """
 from __future__ import annotations
 
