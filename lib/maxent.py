@@ -144,8 +144,9 @@ def fit(tree: JunctionTree, targets, iterations: int = 1000,
     proportions.  Mirror descent on the cliques' log-potentials from the uniform distribution
     (private-pgm's estimator, with its line search), until a step lowers the loss by less than
     ``tolerance`` of its start or ``iterations`` steps are done.  Run to convergence, targets that some
-    distribution has are met, by the one of largest entropy; where noise leaves no distribution with every target's marginal (a cycle of pairs), the loss is
-    least, each target missed the less the larger its weight."""
+    distribution has are met, by the one of largest entropy; where noise leaves no distribution with every
+    target's marginal (a cycle of pairs), the loss is least, each target missed the less the larger its
+    weight."""
     parts = []
     for cols, table, weight in targets:
         key = tuple(sorted(cols))
