@@ -297,7 +297,8 @@ class Model:
         """The consistent marginals fitted in full, then the maximum-entropy distribution with them
         (lib/maxent.py: its junction tree and calibrated beliefs) over model columns ``columns``, and the group
         columns with their marginals too when ``with_groups``; None (nothing fitted but the marginals) where
-        the tree would take over MAX_ENTROPY_CELLS cells.  Post-processing."""
+        the tree would take over MAX_ENTROPY_CELLS cells or the fit does not settle in MAX_ENTROPY_STEPS
+        steps.  Post-processing."""
         self.fit_marginals(final=True)
         targets = [(c, v) for c, v in self.consistent.items() if c] if with_groups else self.global_targets()
         columns = list(columns) + (list(self.group_idx) if with_groups else [])
@@ -368,7 +369,9 @@ def measure_adaptively(private: PrivateTable, public_codes: np.ndarray | None, c
     many), the round's rho split evenly over them; ``one_way_rounds``: the 1-way marginals' measuring rho,
     in rounds' (method/planner.py; 0: none measured here); ``rich``: the
     planner found the pairs worth their noise (a larger base from public records with groups);
-    ``per_row``: base records a row of the noisy total (groups.py ``base_size``) instead of the default.
+    ``per_row``: base records a row of the noisy total (groups.py ``base_size``) instead of the default;
+    ``max_entropy``: without public records or edit rules, the final records from the maximum-entropy
+    estimate (step 4; with groups, drawn per group by ``Model.draw_groups``) where it fits.
     Privacy cost: ``private.remaining`` at the call, all of it: ``group_rho`` on
     the group counts (when there are groups), the rest on 1-way marginals and the rounds'
     selections and measurements.
