@@ -106,7 +106,8 @@ MAX_ENTROPY_CELLS = 100_000
 # steps), and that shortfall is what gains: fitted closer (1e-9, 3,000 steps) it reads as GUM's records
 # (bench/RESULTS.md, issue 11: adult at eps 0.1, 8 seeds, 2-way TVD 0.0902 -> 0.0914 against GUM's 0.0917;
 # ct_drug_deaths at eps 1, 32 seeds, 0.0194 -> 0.0198 against 0.0199), while at eps 1 without groups the
-# shortfall loses (adult 0.0353 -> 0.0370, adult_raw 0.0352 -> 0.0360): hence the planner's rule.
+# shortfall loses (adult 0.0353 -> 0.0370, adult_raw 0.0352 -> 0.0360): hence the planner's rule.  Stopped
+# earlier it loses too (1e-6: ct_drug_deaths at eps 1, score 933.8 -> 930.7, 2-way TVD 0.0194 -> 0.0208).
 MAX_ENTROPY_TOLERANCE = 1e-7
 MAX_ENTROPY_STEPS = 1000
 NOISE_L1 = math.sqrt(2 / math.pi)  # E|N(0, σ²)| / σ
