@@ -22,6 +22,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -37,6 +38,14 @@ class JunctionTree:
     order: tuple[int, ...]
     separators: tuple[tuple[int, ...], ...]
     sizes: tuple[int, ...]
+
+    @cached_property
+    def children(self) -> dict[int, list[int]]:
+        """The cliques hanging from each clique, in ``order``."""
+        out = {i: [] for i in range(len(self.cliques))}
+        for i in self.order[1:]:
+            out[self.parent[i]].append(i)
+        return out
 
     @property
     def cells(self) -> int:
@@ -103,9 +112,7 @@ def _spread(table: np.ndarray, cols, clique) -> np.ndarray:
 def calibrate(tree: JunctionTree, potentials: list[np.ndarray]) -> list[np.ndarray]:
     """Every clique's marginal (a probability table) of the distribution proportional to the product of the
     cliques' ``potentials`` (log scale): messages passed up the tree to the root and back down."""
-    children = {i: [] for i in range(len(tree.cliques))}
-    for i in tree.order[1:]:
-        children[tree.parent[i]].append(i)
+    children = tree.children
     up = {}
     for i in reversed(tree.order[1:]):
         inside = potentials[i] + sum(_spread(up[c], tree.separators[c], tree.cliques[i]) for c in children[i])

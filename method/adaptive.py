@@ -213,7 +213,11 @@ class Model:
 
     def global_targets(self) -> list[tuple[tuple[int, ...], np.ndarray]]:
         """The consistent marginals without group columns."""
-        return [(cols, v) for cols, v in self.consistent.items() if cols and not set(cols) & set(self.group_idx)]
+        return [(cols, v) for cols, v in self.consistent.items() if self.is_global(cols)]
+
+    def is_global(self, cols: tuple[int, ...]) -> bool:
+        """Whether model key ``cols`` is a marginal of some columns, none of them a group column."""
+        return bool(cols) and not set(cols) & set(self.group_idx)
 
     def group_parts(self, j: int) -> list[tuple[int, ...]]:
         """The measured marginals of column j by some of the group columns (S × j, S a non-empty
@@ -300,15 +304,15 @@ class Model:
         columns with their marginals too when ``with_groups``; None (nothing fitted but the marginals) where
         the tree would take over MAX_ENTROPY_CELLS cells or the fit does not settle in MAX_ENTROPY_STEPS
         steps.  Post-processing."""
-        self.fit_marginals(final=True)
-        targets = [(c, v) for c, v in self.consistent.items() if c] if with_groups else self.global_targets()
+        keys = [c for c in self.noisy if c and (with_groups or self.is_global(c))]  # the targets' columns
         columns = list(columns) + (list(self.group_idx) if with_groups else [])
-        tree = junction_tree([cols for cols, _ in targets], columns, self.layout.model_sizes,
-                             root=self.group_idx if with_groups else ())
+        tree = junction_tree(keys, columns, self.layout.model_sizes, root=self.group_idx if with_groups else ())
         if tree.cells > MAX_ENTROPY_CELLS:
             log.info("adaptive: the measured marginals' junction tree would take %d cells (over %d); records "
                      "fitted by GUM instead", tree.cells, MAX_ENTROPY_CELLS)
             return None
+        self.fit_marginals(final=True)
+        targets = [(c, self.consistent[c]) for c in keys]
         log.info("adaptive: records to be drawn from the maximum-entropy distribution with the consistent "
                  "marginals%s (a junction tree of %d cliques, %d cells)", " and the group columns" * with_groups,
                  len(tree.cliques), tree.cells)

@@ -166,9 +166,9 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
         sizes = domain.sizes
         counts = by_cols[tuple(group_idx)].ravel() if group_idx else np.array([total])
         per_group = group_sizes(counts, ctx.max_records, options.group_floor, options.group_round)
-        global_targets = _global_targets(by_cols, group_idx, other_idx)
         if plan.regime == ADAPTIVE and model.fitted is not None:
             return SynthesisResult(model.draw_groups(per_group, ctx.rng))
+        global_targets = _global_targets(by_cols, group_idx, other_idx)
         if plan.regime == ADAPTIVE:  # group × column or, where measured, column by some group columns
             per_group_1way = model.per_group_marginals()
         else:
