@@ -36,6 +36,7 @@ from lib.marginals import count_marginal
 from lib.privacy.private_table import PrivateTable
 from lib.privacy.queries import DependencyScores, Marginal
 from method.base import Method, PublicData, RunContext, SynthesisResult, option
+from method.dependent_pairs import measure_dependent_pairs
 from method.group_columns import measure_group_columns
 from method.groups import (ASSIGN_CELLS, GUM_MOVES, OWN_RAKE, OWN_REWRITE, RAKE, REWRITE, RICH_BASE_RECORDS,
                            assigned_rows, base_size, group_sizes, own_pools, smoothed_counts, start_records,
@@ -241,7 +242,8 @@ def _targets(private: PrivateTable, public_codes, ctx: RunContext, options: Dpsy
     the split that minimises their summed expected L1 noise (method/selection.py ``allocate``;
     the pairs keep an even split, see bench/RESULTS.md).  Where the plan has a group-column share
     (public regime, groups, no public file), the columns that differ most between groups are then
-    measured per group (method/group_columns.py).  Public marginals are scaled
+    measured per group (method/group_columns.py), and where it has a pair share, the pairs of columns that
+    depart most from independence (method/dependent_pairs.py).  Public marginals are scaled
     to the noisy total (the inverse-variance weighted mean of every noisy measurement's
     total) in every regime: consistency spreads any gap in totals evenly over the cells,
     which would flatten their shape.
@@ -269,10 +271,13 @@ def _targets(private: PrivateTable, public_codes, ctx: RunContext, options: Dpsy
             queries = pairs if plan.regime == TWO_WAY and pairs else [(j,) for j in other_idx]
             rhos = [share / len(queries)] * len(queries)
         measured += _measure(private, ctx, queries, rhos)
+    one_ways = {cols[0]: (values, sigma) for cols, values, sigma in measured if len(cols) == 1}
     if plan.group_column_share > 0:
         counts = next(values for cols, values, _ in noisy if cols == tuple(group_idx))
-        one_ways = {cols[0]: (values, sigma) for cols, values, sigma in measured if len(cols) == 1}
         measured += measure_group_columns(private, ctx, group_idx, counts, one_ways, plan.group_column_share * rho)
+    if plan.pair_share > 0:
+        total = common_total([v for _, v, _ in noisy + measured], [s for _, _, s in noisy + measured])
+        measured += measure_dependent_pairs(private, ctx, one_ways, total, plan.pair_share * rho)
     if public:  # weak targets, rescaled to the noisy total
         scale = common_total([v for _, v, _ in noisy + measured], [s for _, _, s in noisy + measured])
         public = [(cols, v * scale / max(v.sum(), 1.0), s) for cols, v, s in public]

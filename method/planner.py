@@ -25,7 +25,9 @@ fraction of the run's rho, so the shares sum exactly to the run's budget.  Witho
 a public file the "public" regime measures noisy 1-way marginals with half of
 what would go to group counts (there are no public marginals to fall back on), and
 under the auto planner, with groups, half of what is left for the group counts measures the
-columns that differ most between groups per group (GROUP_COLUMN_SHARE, method/group_columns.py).
+columns that differ most between groups per group (GROUP_COLUMN_SHARE, method/group_columns.py), and
+PAIR_SHARE of what the group counts keep then measures the pairs of columns that depart most from
+independence (method/dependent_pairs.py).
 Without group columns the group-count share goes to the marginals, and the
 noisy total N~ sets the number of records; when every column is a group column, the
 marginal share goes to the group counts.
@@ -84,6 +86,14 @@ GROUP_COLUMN_SHARE = 0.5
 # more than the per-group columns give (the demo without its public file at eps 0.04, 40 groups, noise 0.21 of
 # a group: score 561.4 -> 516.7 with the cut; ct_drug_deaths at eps 0.1, 9 groups, 0.13: 762.4 -> 804.3).
 GROUP_COUNT_NOISE = 0.15
+# ... and, where the group × column marginals are measured, this share of what the group counts keep (their noise
+# sd then 1/sqrt(1 - PAIR_SHARE) = 1.2 times the one checked) picks and measures a few pairs of columns that
+# depart most from independence (method/dependent_pairs.py): the only association between columns the records
+# otherwise keep is through the groups (bench/RESULTS.md, issue 11: ct_drug_deaths at eps 0.1, seeds 0-223,
+# Sprint-2 score 799.8 -> 799.4, 2-way TVD 0.0989 -> 0.0972, accuracy 0.662 -> 0.695, macro F1 0.608 -> 0.660;
+# taken from the 1-way marginals instead, seeds 32-95, 2-way TVD 0.0978 -> 0.1021; from the group × column
+# marginals, seeds 96-223, Sprint-2 score 801.9 -> 795.9).
+PAIR_SHARE = 0.3
 
 
 @dataclass(frozen=True)
@@ -111,6 +121,7 @@ class Plan:
     one_way_rounds: int = 1  # adaptive: the 1-way marginals' rho, in rounds' rho each
     group_column_share: float = 0.0  # public regime: group × column marginals of chosen columns
     many_rounds: bool = False  # adaptive, pairs noisy, no public records: more, smaller rounds
+    pair_share: float = 0.0  # public regime: pairs of columns chosen for their dependence
 
     def describe(self, rho: float) -> str:
         what = {TWO_WAY: "2-way marginals", ADAPTIVE: "adaptive rounds"}.get(self.regime, "1-way marginals")
@@ -118,7 +129,9 @@ class Plan:
                  f"group counts {self.group_share:.1%}" if self.group_share else "",
                  f"{what} {self.marginal_share:.1%}" if self.marginal_share else "",
                  f"group × column marginals of the columns that differ most between groups "
-                 f"{self.group_column_share:.1%}" if self.group_column_share else ""]
+                 f"{self.group_column_share:.1%}" if self.group_column_share else "",
+                 f"pairs of columns that depart most from independence {self.pair_share:.1%}"
+                 if self.pair_share else ""]
         rounds = " (few rounds: every pair would be cheap to measure)" if self.few_rounds else \
             " (many rounds: pairs are noisy and there are no public records)" if self.many_rounds else ""
         if self.one_way_rounds > 1:
@@ -175,7 +188,8 @@ def make_plan(epsilon: float, theta: int, noisy_total: float | None, has_groups:
     ``many_rounds``, method/adaptive.py MANY_ROUNDS_PER_COLUMN).  In the public regime with groups but no public
     file, given ``rho`` (the auto planner) and a noisy total, GROUP_COLUMN_SHARE of the group counts'
     share goes to ``group_column_share`` (method/group_columns.py) where the group counts' noise sd
-    after that cut stays within GROUP_COUNT_NOISE of the mean size of the ``n_groups`` groups.
+    after that cut stays within GROUP_COUNT_NOISE of the mean size of the ``n_groups`` groups; then, with two or
+    more columns, PAIR_SHARE of what they keep goes to ``pair_share`` (method/dependent_pairs.py).
     """
     t = Thresholds.for_theta(theta)
     total_eps, tau1, tau2, one_way_rounds = 0.0, 0.0, 0.0, 1
@@ -225,11 +239,14 @@ def make_plan(epsilon: float, theta: int, noisy_total: float | None, has_groups:
     elif columns == 0:
         group_eps += marginal_eps
         marginal_eps = 0.0
-    group_column_eps = 0.0
+    group_column_eps = pair_eps = 0.0
     if regime == PUBLIC and not has_public and has_groups and columns and rho is not None and noisy_total:
         kept = (1 - GROUP_COLUMN_SHARE) * group_eps / epsilon * rho  # the group counts' rho after the cut
         if theta / math.sqrt(2 * kept) <= GROUP_COUNT_NOISE * noisy_total / n_groups:
             group_column_eps = GROUP_COLUMN_SHARE * group_eps
             group_eps -= group_column_eps
+            if columns > 1:
+                pair_eps = PAIR_SHARE * group_eps
+                group_eps -= pair_eps
     return Plan(regime, total_eps / epsilon, group_eps / epsilon, marginal_eps / epsilon, few_rounds, rich,
-                one_way_rounds, group_column_eps / epsilon, many_rounds)
+                one_way_rounds, group_column_eps / epsilon, many_rounds, pair_eps / epsilon)

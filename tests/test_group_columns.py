@@ -22,8 +22,9 @@ def test_without_public_records_the_planner_gives_half_the_group_share_to_group_
     assert auto.regime == written.regime == PUBLIC
     assert written.group_column_share == 0.0
     assert auto.group_column_share == pytest.approx(0.5 * written.group_share)
-    assert auto.group_share == pytest.approx(0.5 * written.group_share)
-    assert auto.total_share + auto.group_share + auto.marginal_share + auto.group_column_share == pytest.approx(1.0)
+    assert auto.group_share + auto.pair_share == pytest.approx(0.5 * written.group_share)  # tests/test_dependent_pairs
+    assert (auto.total_share + auto.group_share + auto.marginal_share + auto.group_column_share + auto.pair_share
+            == pytest.approx(1.0))
     assert make_plan(0.1, 1, rows, True, True, rho=1e-4, pair_cells=(4,)).group_column_share == 0.0  # public file
     assert make_plan(0.1, 1, rows, False, False, rho=1e-4, pair_cells=(4,)).group_column_share == 0.0  # no groups
 
