@@ -4,16 +4,10 @@ import numpy as np
 import pytest
 
 from dataloader.encoding import Encoder
-from dataloader.schema import parse_schema
 from method import dependent_pairs
 from method.planner import GROUP_COLUMN_SHARE, PAIR_SHARE, PUBLIC, make_plan
 from tests.conftest import run_method
-
-SCHEMA = parse_schema({"runs": [{"epsilon": 1, "delta": 1e-9, "max_records": 10_000, "max_records_per_individual": 1}],
-                       "schema": {"G": {"dtype": "str", "values": ["a", "b", "c"]},
-                                  "X": {"dtype": "int", "values": [0, 1, 2, 3]},
-                                  "Y": {"dtype": "int", "values": [0, 1]},
-                                  "Z": {"dtype": "int", "values": [0, 1, 2]}}})
+from tests.test_group_columns import SCHEMA  # G (3 groups), X (4 codes), Y (2), Z (3)
 
 
 def test_the_pairs_take_their_share_of_the_group_counts_wherever_group_columns_are_measured():
