@@ -13,8 +13,8 @@ the uniform (method/adaptive.py MAX_ENTROPY_TOLERANCE).
 * :func:`calibrate` gives every clique's marginal of the model (message passing up and down the tree).
 * :func:`fit` returns the calibrated beliefs of the fitted model (one probability table a clique).
 * :func:`draw` draws records from them, clique by clique from the root, each clique's new columns
-  given its separator with the counts rounded to integers at random (so every clique's table is
-  met to within a record a cell), as private-pgm's ``synthetic_data`` does; columns set beforehand
+  given its separator by a systematic draw (lib/raking.py: every clique's table met to within a
+  record a cell), as private-pgm's ``synthetic_data`` does; columns set beforehand
   (the group of each record, say) are kept, and the rest drawn given them.
 """
 from __future__ import annotations
@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
+
+from lib.raking import systematic_draw
 
 
 @dataclass(frozen=True)
@@ -193,18 +195,6 @@ def fit(tree: JunctionTree, targets, iterations: int = 1000,
     return beliefs, False
 
 
-def rounded_counts(total: int, weights: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Integer counts summing to ``total`` in proportion to ``weights``: each cell's share rounded down, the
-    records left over given to cells at random in proportion to what rounding took from them."""
-    share = total * weights / weights.sum()
-    counts = np.floor(share).astype(np.int64)
-    left = int(total - counts.sum())
-    if left > 0:
-        rest = share - counts
-        counts[rng.choice(len(share), size=left, replace=False, p=rest / rest.sum())] += 1
-    return counts
-
-
 def draw(tree: JunctionTree, beliefs: list[np.ndarray], records: np.ndarray, rng: np.random.Generator,
          given: tuple[int, ...] = ()) -> np.ndarray:
     """``records`` with every column of the tree but ``given`` (sorted columns of the root clique, already
@@ -227,7 +217,6 @@ def draw(tree: JunctionTree, beliefs: list[np.ndarray], records: np.ndarray, rng
         out = np.empty(n, dtype=np.int64)
         for value, block in zip(values, np.split(rows, starts[1:])):
             weights = table[value] if table[value].sum() > 0 else fallback
-            picked = np.repeat(np.arange(len(weights)), rounded_counts(len(block), weights, rng))
-            out[block] = rng.permutation(picked)
+            out[block] = rng.permutation(systematic_draw(weights, len(block), rng))
         records[:, list(new)] = np.stack(np.unravel_index(out, _shape(tree, new)), axis=1)
     return records

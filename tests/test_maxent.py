@@ -1,7 +1,7 @@
 """The maximum-entropy estimate on a junction tree (lib/maxent.py): tree, calibration, fit and draw."""
 import numpy as np
 
-from lib.maxent import calibrate, draw, fit, junction_tree, rounded_counts
+from lib.maxent import calibrate, draw, fit, junction_tree
 
 SIZES = (3, 4, 2, 5, 3, 2)
 SETS = [(0, 1), (1, 2), (2, 3), (0, 3), (3, 4), (4, 5), (1, 5)]  # two cycles: the graph needs fill-in
@@ -66,14 +66,6 @@ def test_a_target_over_columns_out_of_order_is_read_in_its_own_order():
     tree = junction_tree([(1, 0)], (0, 1), (3, 2))
     beliefs, _ = fit(tree, [((1, 0), table, 1.0)], iterations=3000, tolerance=1e-14)
     np.testing.assert_allclose(beliefs[0], table.T / table.sum(), atol=1e-6)
-
-
-def test_rounded_counts_sum_to_the_total_and_stay_within_one_of_the_share():
-    rng = np.random.default_rng(4)
-    weights = rng.random(17)
-    counts = rounded_counts(101, weights, rng)
-    assert counts.sum() == 101
-    assert np.all(np.abs(counts - 101 * weights / weights.sum()) < 1)
 
 
 def test_the_draw_meets_the_root_clique_to_a_record_a_cell_and_keeps_given_columns():
