@@ -1,7 +1,9 @@
 """Large columns split into a coarse code and an offset, so that a model can measure them coarsely.
 
 A column of many codes (age in 85 years, hours in 99) makes every marginal over it large, and at
-small ε such a marginal is mostly noise.  Split into ``code // width`` (its coarse code, kept at
+small ε such a marginal is mostly noise.  A numeric column with a null token (number of children:
+20 bins and null for who lives in group quarters) may be split at that token alone, so that a
+marginal reads it as null or not.  Split into ``code // width`` (its coarse code, kept at
 the column's own index) and ``code % width`` (its offset, a model column appended after the
 domain's columns), the column can be measured coarsely (the private table's ``Marginal`` with
 ``widths``: the coarse code only) or exactly (coarse code and offset together), and records over
@@ -29,11 +31,20 @@ class SplitColumns:
     widths: tuple[int, ...]
 
     @classmethod
-    def choose(cls, sizes: tuple[int, ...], candidates) -> SplitColumns:
+    def choose(cls, sizes: tuple[int, ...], candidates, at_null=()) -> SplitColumns:
         """Split every column of ``candidates`` with more than SPLIT_ABOVE codes, in widths of
-        ceil(sqrt(codes)) (about as many coarse codes as offsets)."""
+        ceil(sqrt(codes)) (about as many coarse codes as offsets); and every other candidate of more
+        than two codes that is in ``at_null`` (numeric columns with a null token, which is their last
+        code) at its null token, in a width of codes - 1: its coarse code is then 0 for a value and 1
+        for null, so a marginal may read it as null or not."""
         chosen = {j for j in candidates if sizes[j] > SPLIT_ABOVE}
-        return cls(tuple(sizes), tuple(math.isqrt(s - 1) + 1 if j in chosen else 1 for j, s in enumerate(sizes)))
+        nulls = {j for j in candidates if j in set(at_null) and 2 < sizes[j] <= SPLIT_ABOVE}
+        return cls(tuple(sizes), tuple(math.isqrt(s - 1) + 1 if j in chosen else s - 1 if j in nulls else 1
+                                       for j, s in enumerate(sizes)))
+
+    def at_null(self, j: int) -> bool:
+        """Whether column j is split at its null token (two coarse codes: a value, null)."""
+        return 1 < self.widths[j] == self.sizes[j] - 1
 
     @cached_property
     def split(self) -> tuple[int, ...]:

@@ -122,3 +122,46 @@ def test_the_estimation_probe_reads_coarse_marginals_as_the_private_table_does()
     coarse_sizes = tuple(-(-s // w) for s, w in zip(sizes, widths))
     expected = count_marginal(codes // np.array(widths), coarse_sizes).ravel()
     assert np.array_equal(coarse_matrix(sizes, widths) @ exact, expected)
+
+
+def test_a_column_with_a_null_token_is_split_at_it_only_when_asked():
+    sizes = (21, 3, 85)  # 20 bins and null; three categories; 85 codes
+    split = SplitColumns.choose(sizes, [0, 1, 2], at_null=[0])
+    assert split.widths == (20, 1, 10) and split.at_null(0) and not split.at_null(2)
+    codes = np.array([[0, 0, 0], [19, 1, 5], [20, 2, 84]], dtype=np.int32)
+    np.testing.assert_array_equal(split.encode(codes)[:, 0], [0, 0, 1])  # its coarse code: null or not
+    np.testing.assert_array_equal(split.decode(split.encode(codes)), codes)
+    assert SplitColumns.choose(sizes, [0, 1, 2]).widths == (1, 1, 10)
+    assert SplitColumns.choose((2, 3), [0, 1], at_null=[0]).split == ()  # one bin and null: nothing to split
+
+
+def test_where_pairs_are_noisy_rounds_read_a_column_as_null_or_not_and_the_release_keeps_where_it_is_null(
+        monkeypatch):
+    """K (20 bins and null) is null exactly where T is c.  With the plan's noisy pairs (``many_rounds``) K is
+    split at its null token, a round measures K as null or not by T (4 cells against the exact pair's 63),
+    and the release keeps K null where T is c."""
+    import dataclasses
+
+    import method.dpsyn as dpsyn
+    make = dpsyn.make_plan
+    monkeypatch.setattr(dpsyn, "make_plan", lambda *a, **k: dataclasses.replace(make(*a, **k), many_rounds=True))
+    schema = parse_schema({"runs": [{"epsilon": 0.5, "delta": 1e-9, "max_records": 10_000,
+                                     "max_records_per_individual": 1}],
+                           "schema": {"K": {"dtype": "int", "min": 0, "max": 19, "null": "N"},
+                                      "T": {"dtype": "str", "values": ["a", "b", "c"]},
+                                      "C": {"dtype": "int", "values": [0, 1]}}})
+    encoder = Encoder.fit(schema)
+    null = encoder.sizes[0] - 1
+    rng = np.random.default_rng(4)
+    n = 5000
+    t = rng.choice(3, n, p=[0.5, 0.3, 0.2])
+    k = np.where(t == 2, null, rng.integers(0, null, n))
+    codes = np.column_stack([k, t, rng.integers(0, 2, n)]).astype(np.int32)
+    out, ledger = run_method("dpsyn", encoder, codes, epsilon=0.5, seed=1, regime="adaptive")
+    measured = [c.step.split(": ", 1)[1] for c in ledger.charges
+                if c.step.startswith("adaptive round") and not c.mechanism.startswith("exponential")]
+    assert f"2-way marginal K (codes in {null}s) × T" in measured
+    assert sum(c.rho for c in ledger.charges) == pytest.approx(ledger.budget, rel=1e-9)
+    assert ((out >= 0) & (out < np.array(encoder.sizes))).all()
+    assert np.mean(out[out[:, 1] == 2, 0] == null) > 0.8  # 1.0 in the private table, 0.2 if independent
+    assert np.mean(out[out[:, 1] != 2, 0] == null) < 0.1  # 0.0 in the private table
