@@ -38,7 +38,7 @@ class SplitColumns:
         code) at its null token, in a width of codes - 1: its coarse code is then 0 for a value and 1
         for null, so a marginal may read it as null or not."""
         chosen = {j for j in candidates if sizes[j] > SPLIT_ABOVE}
-        nulls = {j for j in candidates if j in set(at_null) and 2 < sizes[j] <= SPLIT_ABOVE}
+        nulls = {j for j in set(at_null) & set(candidates) if 2 < sizes[j] <= SPLIT_ABOVE}
         return cls(tuple(sizes), tuple(math.isqrt(s - 1) + 1 if j in chosen else s - 1 if j in nulls else 1
                                        for j, s in enumerate(sizes)))
 
