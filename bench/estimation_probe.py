@@ -120,7 +120,7 @@ def main() -> None:
     parser.add_argument("--first-seed", type=int, default=0)
     args = parser.parse_args()
     data = DATASETS[args.dataset]()
-    _, encoder = data.codes()
+    _, encoder = data.codes(np.random.default_rng(0))
     evaluator = Evaluator(parse_schema(data.params(1.0)), data.real,
                           EvaluationOptions(group_columns=data.groups, target=data.target))
     rows = {"dpsyn": [], "graphical model": []}

@@ -26,9 +26,10 @@ model) are computed in numpy (``_project``: mbi's ``model.project`` numbers to 1
 runs a new JAX program per projection.
 
 Both take integer codes (the columns our encoder produces, so every method sees the same
-domain), treat group columns as ordinary attributes, assume one row per individual
-(theta = 1, as the benchmark runs) and use numpy's floating-point Gaussian noise, as
-private-pgm does.  Benchmark code only: the release tool never imports it.
+domain), treat group columns as ordinary attributes and use numpy's floating-point Gaussian noise,
+as private-pgm does.  ``theta`` is the most rows an individual has in ``codes`` (the caller truncates):
+every noise sd and every selection's quality sensitivity is multiplied by it, as the release's
+contribution bounding does (bench/run_bench.py runs sprint2 at theta 7).  Benchmark code only: the release tool never imports it.
 Needs requirements-bench.txt (mbi, jax).
 """
 from __future__ import annotations
@@ -109,12 +110,13 @@ def _exponential(qualities: np.ndarray, epsilon: float, sensitivity: float, rng)
     return int(rng.choice(len(p), p=p / p.sum()))
 
 
-def mst(codes: np.ndarray, sizes, names, epsilon: float, delta: float, rng: np.random.Generator) -> np.ndarray:
-    """MST synthetic codes, (epsilon, delta)-DP for one row per individual."""
+def mst(codes: np.ndarray, sizes, names, epsilon: float, delta: float, rng: np.random.Generator,
+        theta: int = 1) -> np.ndarray:
+    """MST synthetic codes, (epsilon, delta)-DP for at most ``theta`` rows per individual."""
     mbi = _mbi()
     names, sizes = list(names), [int(s) for s in sizes]
     rho = rho_from_eps_delta(epsilon, delta)
-    sigma = math.sqrt(3 / (2 * rho)) * math.sqrt(len(names))  # rho/3 over the d 1-way marginals
+    sigma = theta * math.sqrt(3 / (2 * rho)) * math.sqrt(len(names))  # rho/3 over the d 1-way marginals
     data, domain = _dataset(mbi, codes, sizes, names)
     oneway = _measure(mbi, data, [(n,) for n in names], sigma, rng)
     small, small_sizes, log1, supports = _compress(mbi, codes, sizes, names, oneway, sigma)
@@ -132,10 +134,10 @@ def mst(codes: np.ndarray, sizes, names, epsilon: float, delta: float, rng: np.r
     edges, eps_each = [], math.sqrt(8 * (rho / 3) / (len(names) - 1))
     for _ in range(len(names) - 1):  # Kruskal with noisy choices (permute-and-flip ~ exponential mechanism)
         cand = [e for e in pairs if root(e[0]) != root(e[1])]
-        e = cand[_exponential(np.array([errors[c] for c in cand]), eps_each, 1.0, rng)]
+        e = cand[_exponential(np.array([errors[c] for c in cand]), eps_each, float(theta), rng)]
         edges.append(e)
         parent[root(e[0])] = root(e[1])
-    sigma2 = math.sqrt(3 / (2 * rho)) * math.sqrt(len(edges))
+    sigma2 = theta * math.sqrt(3 / (2 * rho)) * math.sqrt(len(edges))
     log2 = _measure(mbi, data, edges, sigma2, rng)
     model = mbi.estimation.MirrorDescent().estimate(domain, log1 + log2, iters=MST_ITERS)
     return _uncompress(_to_codes(model.synthetic_data(), names), supports, rng)
@@ -175,8 +177,9 @@ def _model_mb(mbi, domain, cliques) -> float:
 
 
 def aim(codes: np.ndarray, sizes, names, epsilon: float, delta: float, rng: np.random.Generator,
-        time_cap: float = 300.0) -> np.ndarray:
-    """AIM synthetic codes for the all-2-way workload, (epsilon, delta)-DP for one row per individual."""
+        time_cap: float = 300.0, theta: int = 1) -> np.ndarray:
+    """AIM synthetic codes for the all-2-way workload, (epsilon, delta)-DP for at most ``theta`` rows
+    per individual (a measurement at noise sd sigma costs theta² / (2 sigma²))."""
     mbi = _mbi()
     import jax
     names, sizes = list(names), [int(s) for s in sizes]
@@ -188,26 +191,26 @@ def aim(codes: np.ndarray, sizes, names, epsilon: float, delta: float, rng: np.r
                   for cl in [(n,) for n in names] + workload}
     answers = {cl: np.asarray(data.project(cl).datavector()) for cl in candidates}
     rounds = 16 * len(names)
-    sigma = math.sqrt(rounds / (2 * 0.9 * rho))
+    sigma = theta * math.sqrt(rounds / (2 * 0.9 * rho))
     eps = math.sqrt(8 * 0.1 * rho / rounds)
     measurements = _measure(mbi, data, [(n,) for n in names], sigma, rng)
-    used = len(names) * 0.5 / sigma ** 2
+    used = len(names) * 0.5 * theta ** 2 / sigma ** 2
     engine = mbi.estimation.MirrorDescent()
     model = engine.estimate(domain, measurements, iters=AIM_ITERS)
     last, done = False, 0
     while not last:
         over = time.perf_counter() - start > time_cap
-        if rho - used < 2 * (0.5 / sigma ** 2 + eps ** 2 / 8) or over:
+        if rho - used < 2 * (0.5 * theta ** 2 / sigma ** 2 + eps ** 2 / 8) or over:
             remaining = rho - used
-            sigma, eps, last = math.sqrt(1 / (2 * 0.9 * remaining)), math.sqrt(8 * 0.1 * remaining), True
-        used += eps ** 2 / 8 + 0.5 / sigma ** 2
+            sigma, eps, last = theta * math.sqrt(1 / (2 * 0.9 * remaining)), math.sqrt(8 * 0.1 * remaining), True
+        used += eps ** 2 / 8 + 0.5 * theta ** 2 / sigma ** 2
         limit = AIM_MAX_MODEL_MB * used / rho
         cliques = list(model.cliques)
         free = {tuple(sub) for cl in cliques for r in range(1, len(cl) + 1) for sub in itertools.combinations(cl, r)}
         small = [cl for cl in candidates if cl in free or _model_mb(mbi, domain, cliques + [cl]) <= limit]
         errors = np.array([candidates[cl] * (np.abs(answers[cl] - _project(model, cl)).sum()
                                              - math.sqrt(2 / math.pi) * sigma * domain.size(cl)) for cl in small])
-        cl = small[_exponential(errors, eps, max(candidates[c] for c in small), rng)]
+        cl = small[_exponential(errors, eps, theta * max(candidates[c] for c in small), rng)]
         n = domain.size(cl)
         print(f"aim: round {done + 1}: {' x '.join(cl)} at noise sd {sigma:.4g}", file=sys.stderr, flush=True)
         measurements += _measure(mbi, data, [cl], sigma, rng)

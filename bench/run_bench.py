@@ -18,16 +18,17 @@ datasets are read from ../shared/data, or from the folder the BENCH_DATA variabl
 
 Peers (``--methods mst aim``, bench/peers.py, after ``pip install -r requirements-bench.txt``):
 private-pgm's MST and AIM on the same integer codes (encoded as the release encodes
-them), group columns as ordinary attributes, AIM with ``--aim-cap`` seconds of
-selection rounds; wall time is their synthesis alone.
+them, each individual truncated to theta rows and every noise scale multiplied by theta),
+group columns as ordinary attributes, AIM with ``--aim-cap`` seconds of selection rounds;
+wall time is their synthesis alone.
 
 Datasets:
 * demo: the bundled ACS excerpts (national 2018+2019), public MA+TX file, groups
-  PUMA × YEAR, delta 1e-10, target OWN_RENT (rows with an industry code outside the
-  schema dropped, as ./run.sh does);
+  PUMA × YEAR, delta 1e-10, target OWN_RENT, parameters.json's 9 edit rules (rows with an
+  industry code outside the schema dropped, as ./run.sh does);
 * demo_private_only: the demo without its public file (groups from private records alone);
 * acs_income: the demo's tables restricted to rows with an income decile, target INCOME_HIGH (decile >= 5),
-  the income columns (PINCP, PINCP_DECILE, POVPIP) dropped, sensitive SEX;
+  the income columns (PINCP, PINCP_DECILE, POVPIP) dropped, with the edit rules that do not name them, sensitive SEX;
 * adult: ../shared/data/adult_privatepgm, 14 integer-coded columns (domain from its
   json), no groups, no public file, delta 1e-9, target income>50K;
 * adult_raw: ../shared/data/uci_adult/adult.data as published (32,561 rows; age, fnlwgt,
@@ -38,7 +39,7 @@ Datasets:
   taken from the file itself (the benchmark convention of private-pgm's domain files;
   a real release would take them from a data dictionary), Age in [0, 100];
 * acs_split: one state private (Texas 2018+2019), another public (Massachusetts
-  2018+2019), the demo's schema with Texas's PUMAs, groups PUMA × YEAR, target OWN_RENT;
+  2018+2019), the demo's schema and edit rules with Texas's PUMAs, groups PUMA × YEAR, target OWN_RENT;
 * sprint2: 100,000 rows of bench/sprint2_generator.py (``--sprint2-rows`` sets how many; seed 1;
   public file a fifth as many rows, seed 2), the Sprint-2 parameters: theta 7 per sim_individual_id, YEAR distinct per
   individual, groups PUMA × YEAR, no target.
@@ -68,6 +69,7 @@ from dataloader.encoding import Encoder  # noqa: E402
 from dataloader.reading import public_ranges, read_csv_text, validate  # noqa: E402
 from dataloader.schema import parse_schema  # noqa: E402
 from evaluation.scoring import EvaluationOptions, Evaluator  # noqa: E402
+from lib.privacy.bounding import bound_contributions  # noqa: E402
 from method.reweight import SHARE as REWEIGHT_SHARE  # noqa: E402
 
 SHARED = Path(os.environ.get("BENCH_DATA", ROOT.parent / "shared" / "data"))  # BENCH_DATA: a copy elsewhere
@@ -95,32 +97,43 @@ class Dataset:
     theta: int = 1
     distinct: tuple[str, ...] = ()  # distinct_per_individual
     sensitive: str | None = None    # groups for per-group error rates (and superquail-bal's --sensitive)
+    constraints: tuple[str, ...] = ()  # the edit rules the parameters declare (the demo's, as ./run.sh runs it)
 
     def params(self, epsilon: float) -> dict:
         return {"runs": [{"epsilon": epsilon, "delta": self.delta, "max_records": 10 ** 7,
                           "max_records_per_individual": self.theta}], "schema": self.schema,
-                "distinct_per_individual": list(self.distinct)}
+                "distinct_per_individual": list(self.distinct), "constraints": list(self.constraints)}
 
     @property
     def real(self) -> pd.DataFrame:
         """The private table without its id column: what the scorer compares against."""
         return self.private.drop(columns=self.id_column) if self.id_column else self.private
 
-    def codes(self) -> tuple[np.ndarray, Encoder]:
-        """The private table encoded as a release encodes it (for the peers)."""
+    def codes(self, rng: np.random.Generator) -> tuple[np.ndarray, Encoder]:
+        """The private table encoded as a release encodes it (for the peers), each individual truncated
+        to ``theta`` rows at random as the release's contribution bounding does."""
         schema = parse_schema(self.params(1.0))
         public = None if self.public is None else validate(self.public, schema, "public", public=True)
         if public is not None:
             schema = schema.with_public_ranges(public_ranges(public, schema))
         encoder = Encoder.fit(schema, public)
-        return encoder.encode(validate(self.real, schema, "private", on_invalid=self.on_invalid)), encoder
+        codes = encoder.encode(validate(self.real, schema, "private", on_invalid=self.on_invalid))
+        if self.id_column:
+            if len(codes) != len(self.private):
+                raise ValueError(f"{self.name}: rows dropped by validation, ids no longer line up")
+            codes = codes[bound_contributions(self.private[self.id_column].to_numpy(), self.theta, rng)]
+        return codes, encoder
+
+
+DEMO_RULES = tuple(json.loads((ROOT / "parameters.json").read_text())["constraints"])
 
 
 def demo() -> Dataset:
+    """The bundled demo as ./run.sh releases it: parameters.json's schema and its declared edit rules."""
     schema = json.loads((ROOT / "parameters.json").read_text())["schema"]
     return Dataset("demo", schema, read_csv_text(ROOT / "data/demo/private.csv", "private"),
                    read_csv_text(ROOT / "data/demo/public.csv", "public"), ("PUMA", "YEAR"), 1e-10, "OWN_RENT",
-                   "drop")
+                   "drop", constraints=DEMO_RULES)
 
 
 def demo_private_only() -> Dataset:
@@ -144,8 +157,9 @@ def acs_income() -> Dataset:
 
     schema = {c: e for c, e in base.schema.items() if c not in INCOME_COLUMNS}
     schema["INCOME_HIGH"] = {"dtype": "int", "values": [0, 1]}
+    rules = tuple(r for r in base.constraints if not any(c in r for c in INCOME_COLUMNS))
     return Dataset("acs_income", schema, derive(base.private), derive(base.public), base.groups, base.delta,
-                   "INCOME_HIGH", base.on_invalid, sensitive="SEX")
+                   "INCOME_HIGH", base.on_invalid, sensitive="SEX", constraints=rules)
 
 
 def adult() -> Dataset:
@@ -200,7 +214,7 @@ def acs_split() -> Dataset:
     schema["INDP"] = dict(schema["INDP"], values=sorted(int(v) for v in set(public["INDP"]) if v != "N"))
     columns = list(schema)
     return Dataset("acs_split", schema, private[columns], public[columns], ("PUMA", "YEAR"), 1e-10, "OWN_RENT",
-                   "drop")
+                   "drop", constraints=DEMO_RULES)
 
 
 def sprint2(rows: int = 100_000) -> Dataset:
@@ -229,13 +243,13 @@ def _one_run(args) -> tuple[pd.DataFrame, float, float]:
     start = time.perf_counter()
     if variant in PEERS:
         from bench import peers
-        codes, encoder = data.codes()
         rng = np.random.default_rng(seed)
+        codes, encoder = data.codes(rng)
         start = time.perf_counter()
         if variant == "mst":
-            out = peers.mst(codes, encoder.sizes, encoder.names, eps, data.delta, rng)
+            out = peers.mst(codes, encoder.sizes, encoder.names, eps, data.delta, rng, data.theta)
         else:
-            out = peers.aim(codes, encoder.sizes, encoder.names, eps, data.delta, rng, aim_cap)
+            out = peers.aim(codes, encoder.sizes, encoder.names, eps, data.delta, rng, aim_cap, data.theta)
         seconds = time.perf_counter() - start
         table = encoder.decode(out, np.random.default_rng(seed))
     else:
