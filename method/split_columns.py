@@ -20,6 +20,8 @@ from functools import cached_property
 
 import numpy as np
 
+from lib.constraints import Box, Boxes
+
 SPLIT_ABOVE = 32  # columns with more codes than this are split, in widths of about the square root
 
 
@@ -128,6 +130,33 @@ class SplitColumns:
         for j in self.split:
             out[:, j] = codes[:, j] // self.widths[j]
         return np.column_stack([out] + [codes[:, j] % self.widths[j] for j in self.split]).astype(np.int32)
+
+    def boxes(self, boxes: Boxes) -> Boxes:
+        """Edit rules' forbidden ``boxes`` (over the domain's columns) over the model's: a model record
+        lies in one of them exactly when its decoded record (``decode``) lies in one of ``boxes``.  On a
+        split column a box's mask becomes, per coarse code, a mask on the offsets, and the coarse codes
+        with the same offset mask share one box; so a box may become a few.  Such a box is repaired on
+        the offset where its offsets are not all forbidden (moving the offset can leave it), else on the
+        coarse code."""
+        out = []
+        for box in boxes.boxes:
+            parts: list[tuple[tuple[int, ...], tuple[np.ndarray, ...], int]] = [((), (), box.fix)]
+            for col, mask in zip(box.columns, box.masks):
+                if self.widths[col] == 1:
+                    parts = [(c + (col,), m + (mask,), fix) for c, m, fix in parts]
+                    continue
+                width, size, coarse_codes = self.widths[col], self.sizes[col], self.model_sizes[col]
+                shared: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
+                for b in range(coarse_codes):
+                    offsets = np.asarray(mask)[b * width + np.arange(width) % min(size - b * width, width)]
+                    if offsets.any():
+                        coarse = shared.setdefault(offsets.tobytes(), (offsets, np.zeros(coarse_codes, bool)))[1]
+                        coarse[b] = True
+                parts = [(c + (col, self.offset(col)), m + (coarse, offsets),
+                          fix if fix != col else col if offsets.all() else self.offset(col))
+                         for c, m, fix in parts for offsets, coarse in shared.values()]
+            out += [Box(c, m, fix, box.label) for c, m, fix in parts]
+        return Boxes(tuple(out))
 
     def decode(self, records: np.ndarray) -> np.ndarray:
         """Records over the model's columns as records over the domain's.  A coarse code and offset

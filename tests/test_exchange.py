@@ -52,11 +52,11 @@ def test_the_model_exchanges_only_what_was_not_measured_and_keeps_records_out_of
     box = Box(columns=(0, 3), masks=(np.array([True, False, False]), np.array([False, False, False, False, True])),
               fix=3, label="no a=0 with d=4")
     records[box.contains(records), 3] = 0
-    model = Model(("a", "b", "c", "d"), SIZES, ())
+    model = Model(("a", "b", "c", "d"), SIZES, (), boxes=Boxes((box,)))
     model.records = records.copy()
     for cols in [(0,), (1,), (2,), (3,), (1, 2)]:
         model.noisy[cols] = (marginal(records, cols).astype(float), 1.0)
-    model.exchange_unmeasured([0, 1, 2, 3], np.random.default_rng(3), Boxes((box,)))
+    model.exchange_unmeasured([0, 1, 2, 3], np.random.default_rng(3))
     for cols in [(0,), (1,), (2,), (3,), (1, 2), (0, 3)]:  # every measured marginal, and a+d: box mates
         assert np.array_equal(marginal(model.records, cols), marginal(records, cols)), cols
     assert not box.contains(model.records).any()
