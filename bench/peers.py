@@ -29,7 +29,8 @@ Both take integer codes (the columns our encoder produces, so every method sees 
 domain), treat group columns as ordinary attributes and use numpy's floating-point Gaussian noise,
 as private-pgm does.  ``theta`` is the most rows an individual has in ``codes`` (the caller truncates):
 every noise sd and every selection's quality sensitivity is multiplied by it, as the release's
-contribution bounding does (bench/run_bench.py runs sprint2 at theta 7).  Benchmark code only: the release tool never imports it.
+contribution bounding does (bench/run_bench.py runs sprint2 at theta 7).  Benchmark code only: the
+release tool never imports it.
 Needs requirements-bench.txt (mbi, jax).
 """
 from __future__ import annotations

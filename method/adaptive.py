@@ -457,7 +457,7 @@ def measure_adaptively(private: PrivateTable, public_codes: np.ndarray | None, c
     chosen = _rounds(private, ctx, model, other_idx, max_cells, rho_round * picks, picks)
     log.info("adaptive: the rounds measured %d marginals: %s", len(chosen), ", ".join(chosen) or "none")
     fitted = model.max_entropy(model_idx, with_groups=bool(group_idx)) \
-        if max_entropy and not model.from_public and not ctx.boxes else None
+        if max_entropy and not model.from_public and not model.boxes else None
     if fitted is None:
         model.refit(ctx.rng, final=True)
     elif group_idx:
