@@ -125,15 +125,17 @@ class Dataset:
         return codes, encoder
 
 
-DEMO_RULES = tuple(json.loads((ROOT / "parameters.json").read_text())["constraints"])
+def demo_parameters() -> dict:
+    """parameters.json as ./run.sh reads it, a fresh copy each call (callers edit its schema)."""
+    return json.loads((ROOT / "parameters.json").read_text())
 
 
 def demo() -> Dataset:
     """The bundled demo as ./run.sh releases it: parameters.json's schema and its declared edit rules."""
-    schema = json.loads((ROOT / "parameters.json").read_text())["schema"]
-    return Dataset("demo", schema, read_csv_text(ROOT / "data/demo/private.csv", "private"),
+    parameters = demo_parameters()
+    return Dataset("demo", parameters["schema"], read_csv_text(ROOT / "data/demo/private.csv", "private"),
                    read_csv_text(ROOT / "data/demo/public.csv", "public"), ("PUMA", "YEAR"), 1e-10, "OWN_RENT",
-                   "drop", constraints=DEMO_RULES)
+                   "drop", constraints=tuple(parameters["constraints"]))
 
 
 def demo_private_only() -> Dataset:
@@ -209,12 +211,13 @@ def acs_split() -> Dataset:
         return pd.concat(parts, ignore_index=True)
 
     private, public = stack("tx"), stack("ma")
-    schema = json.loads((ROOT / "parameters.json").read_text())["schema"]
+    parameters = demo_parameters()
+    schema = parameters["schema"]
     schema["PUMA"] = {"dtype": "str", "values": [p for p in dictionary["PUMA"]["values"] if p.startswith("48-")]}
     schema["INDP"] = dict(schema["INDP"], values=sorted(int(v) for v in set(public["INDP"]) if v != "N"))
     columns = list(schema)
     return Dataset("acs_split", schema, private[columns], public[columns], ("PUMA", "YEAR"), 1e-10, "OWN_RENT",
-                   "drop", constraints=DEMO_RULES)
+                   "drop", constraints=tuple(parameters["constraints"]))
 
 
 def sprint2(rows: int = 100_000) -> Dataset:
