@@ -35,7 +35,8 @@ from dataloader.encoding import DEFAULT_BINS, Encoder
 from dataloader.reading import (ON_INVALID, DataError, as_text, check_columns, individual_ids, public_ranges,
                                 read_header, read_table, validate)
 from dataloader.rules import violations
-from dataloader.schema import NUMERIC, Run, Schema, SchemaError, check_distinct, load_schema, parse_schema
+from dataloader.schema import (NUMERIC, Run, Schema, SchemaError, check_distinct, delta_warnings, load_schema,
+                               parse_schema)
 from dataloader.structure import Structure, detect, null_switches, switch_cuts
 from dataloader.writing import StagedFiles, SubmissionWriter, check_writable
 from lib.privacy.accounting import BudgetExceeded, Ledger, classic_rho_from_eps_delta
@@ -47,11 +48,12 @@ from lib.progress import log_above_bars, progress
 from method import METHODS
 from method.base import Method, OptionError, PublicData, RunContext, SynthesisResult
 from method.bin_values import SHARE as BIN_VALUES_SHARE, detail_columns, measure_bin_values
+from method.group_values import CAP as GROUP_VALUES_CAP
 from method.group_values import SHARE as GROUP_VALUE_SHARE
 from method.group_values import measure_group_values
 from method.reweight import GAMMA as REWEIGHT_GAMMA
 from method.reweight import SHARE as REWEIGHT_SHARE
-from method.reweight import ReweightSpec, parse_reweight, reweight_rows
+from method.reweight import ReweightSpec, parse_reweight, reweight_cell_problems, reweight_rows
 from method.structure import finish
 
 log = logging.getLogger("dpsyn")
@@ -133,6 +135,8 @@ def release(private: pd.DataFrame | str | Path, params: Mapping | str | Path | S
     if problems:
         raise OptionError(problems)
     groups = _check_settings(schema, group_columns, id_column, jobs, on_invalid, bins)
+    for warning in delta_warnings(schema.runs):
+        log.warning("warning: %s", warning)
     distinct = _distinct(schema, distinct_per_individual)
     reweighting = None if reweight is None else parse_reweight(
         reweight, schema.names, [c.name for c in schema.columns if c.kind == NUMERIC], reweight_share, reweight_gamma)
@@ -140,8 +144,12 @@ def release(private: pd.DataFrame | str | Path, params: Mapping | str | Path | S
         output = check_writable(Path(output))
     seed_seq = _seed_sequence(seed)
 
-    data = _prepare(private, public, schema, id_column, on_invalid, bins, show_private_counts, groups, derive)
-    _log_plan(data.schema, data.encoder, groups, data.id_column, spec.name, data.structure, distinct)
+    side = _public_side(public, schema, bins, groups, derive)
+    header = list(private.columns) if isinstance(private, pd.DataFrame) else read_header(private)
+    id_column = id_column or (DEFAULT_ID_COLUMN if DEFAULT_ID_COLUMN in header else None)
+    _check_before_measuring(side, spec, id_column, distinct, reweighting, bin_values)
+    data = _read_private(private, side, id_column, on_invalid, show_private_counts)
+    _log_plan(side.schema, side.encoder, groups, id_column, spec.name, side.structure, distinct)
 
     runs = list(data.schema.runs)
     seeds = [s.spawn(4) for s in seed_seq.spawn(len(runs))]
@@ -151,12 +159,12 @@ def release(private: pd.DataFrame | str | Path, params: Mapping | str | Path | S
             releases.append(_release_run(data, run, spec, method_options, groups, jobs, run_seeds, distinct,
                                          reweighting, bin_values))
             bar.update()
-    if output is not None:
-        write_release(releases, data.schema, output, data.id_column)
     for r in releases:
         _summarise(r, spec.name)
     log.info("reading %.2fs, encoding %.2fs; total %.1fs", data.reading, data.encoding,
              time.perf_counter() - started)
+    if output is not None:  # the last step: after it the release is on disk whatever happens
+        write_release(releases, data.schema, output, data.id_column)
     return releases
 
 
@@ -245,10 +253,23 @@ class Prepared:
     structure: Structure = Structure()
 
 
-def _prepare(private, public, schema: Schema, id_column, on_invalid, bins, show_private_counts,
-             group_columns: tuple[str, ...] = (), derive: bool = True) -> Prepared:
-    """Read, validate and encode; ranges, bin edges and the record structure come from the schema
-    and the public data, never from the private table."""
+@dataclass(frozen=True)
+class PublicSide:
+    """What a release knows before it opens the private file: the schema with public ranges filled,
+    the encoder, the public data (encoded) and the record structure, all from the parameters and the
+    public file alone; seconds spent."""
+
+    schema: Schema
+    encoder: Encoder
+    public: PublicData | None
+    structure: Structure
+    seconds: float
+
+
+def _public_side(public, schema: Schema, bins: int, group_columns: tuple[str, ...] = (),
+                 derive: bool = True) -> PublicSide:
+    """Ranges, bin edges, the encoder and the record structure from the schema and the public data;
+    the private file is not opened."""
     start = time.perf_counter()
     public_typed = public_text = None
     if public is not None:
@@ -256,25 +277,79 @@ def _prepare(private, public, schema: Schema, id_column, on_invalid, bins, show_
         public_typed = validate(public_text, schema, name, public=True)
         schema = schema.with_public_ranges(public_ranges(public_typed, schema))
     schema.require_ranges()
-    header = list(private.columns) if isinstance(private, pd.DataFrame) else read_header(private)
-    id_column = id_column or (DEFAULT_ID_COLUMN if DEFAULT_ID_COLUMN in header else None)
-    text, name = _text(private, schema, "private", id_column=id_column, private=True)
-    typed = validate(text, schema, name, on_invalid=on_invalid, hide_counts=not show_private_counts)
-    ids = individual_ids(typed[id_column], name) if id_column else None
-    reading = time.perf_counter() - start
-
-    start = time.perf_counter()
     switches = null_switches(schema, public_typed) if public_typed is not None else []
     encoder = Encoder.fit(schema, public_typed, default_bins=bins, structural_cuts=switch_cuts(switches, schema))
     numeric = [c.name for c in schema.columns if c.kind == NUMERIC]
-    table = EncodedTable(encoder.encode(typed), {c: typed[c].to_numpy(dtype=np.float64) for c in numeric}, ids)
     public_data = None
     if public_typed is not None:
         public_data = PublicData(encoder.encode(public_typed),
                                  {c: public_typed[c].to_numpy(dtype=np.float64) for c in numeric})
     structure = detect(schema, encoder, public_typed, public_data.codes if public_data else None, public_text,
                        group_columns, switches, derive)
-    return Prepared(schema, encoder, table, public_data, id_column, reading, time.perf_counter() - start, structure)
+    return PublicSide(schema, encoder, public_data, structure, time.perf_counter() - start)
+
+
+def _read_private(private, side: PublicSide, id_column: str | None, on_invalid: str,
+                  show_private_counts: bool) -> Prepared:
+    """Read, validate and encode the private table with the public side's encoder."""
+    start = time.perf_counter()
+    schema = side.schema
+    text, name = _text(private, schema, "private", id_column=id_column, private=True)
+    typed = validate(text, schema, name, on_invalid=on_invalid, hide_counts=not show_private_counts)
+    ids = individual_ids(typed[id_column], name) if id_column else None
+    reading = time.perf_counter() - start
+    start = time.perf_counter()
+    numeric = [c.name for c in schema.columns if c.kind == NUMERIC]
+    table = EncodedTable(side.encoder.encode(typed), {c: typed[c].to_numpy(dtype=np.float64) for c in numeric}, ids)
+    return Prepared(schema, side.encoder, table, side.public, id_column, reading + side.seconds,
+                    time.perf_counter() - start, side.structure)
+
+
+MAX_STAGE_SHARE = 0.5  # the stages around the method (group-level values, values inside bins, reweighting) at most
+
+
+def group_value_shares(columns: int) -> float:
+    """Each group-level numeric column's share of a run's rho: GROUP_VALUE_SHARE, shrunk so that all of
+    them together take at most GROUP_VALUES_CAP."""
+    return min(GROUP_VALUE_SHARE, GROUP_VALUES_CAP / columns) if columns else 0.0
+
+
+def _measured_group_level(encoder: Encoder, structure: Structure) -> list[tuple[str, tuple[str, ...]]]:
+    """The group-level columns whose values the release measures itself (numeric ones without a null token)."""
+    out = []
+    for column, within in structure.group_level:
+        coder = encoder.coder(column)
+        if coder.categories is None and coder.column.null is None:
+            out.append((column, within))
+    return out
+
+
+def _check_before_measuring(side: PublicSide, spec: Method, id_column: str | None, distinct: tuple[str, ...],
+                            reweighting: ReweightSpec | None, bin_values: bool) -> None:
+    """Every refusal that needs only public facts, before the private file is read: the distinct
+    declaration needs ids where theta > 1; reweighting's marginals fit the cell cap; the stages around
+    the method leave it at least 1 - MAX_STAGE_SHARE of each run's rho.  OptionError lists each problem."""
+    schema, problems = side.schema, []
+    theta = max(r.max_records_per_individual for r in schema.runs)
+    if distinct and id_column is None and theta > 1:
+        problems.append(f"distinct_per_individual ({', '.join(distinct)}) with max_records_per_individual {theta} "
+                        f"needs an id column (--id-column): without ids the declaration cannot be enforced, and its "
+                        f"sqrt(theta) noise would be too small if it were false; name the id column, or drop the "
+                        f"declaration (--distinct-per-individual none)")
+    if reweighting is not None:
+        problems += reweight_cell_problems(reweighting, side.encoder.domain)
+    group_level = _measured_group_level(side.encoder, side.structure)
+    skip = set(side.structure.skipped(side.encoder.domain.names)) | {c for c, _ in group_level}
+    detailed = detail_columns(side.encoder, skip) if bin_values and not spec.raw_numeric else []
+    shares = {"group-level values": group_value_shares(len(group_level)) * len(group_level),
+              "values inside bins": BIN_VALUES_SHARE if detailed else 0.0,
+              "reweighting": reweighting.share if reweighting else 0.0}
+    if sum(shares.values()) > MAX_STAGE_SHARE:
+        problems.append("the stages around the method would take " + ", ".join(
+            f"{name} {share:.0%}" for name, share in shares.items() if share) +
+            f" of each run's rho, more than {MAX_STAGE_SHARE:.0%} together; lower --reweight-share")
+    if problems:
+        raise OptionError(problems)
 
 
 @dataclass(frozen=True)
@@ -350,17 +425,18 @@ def synthesize_run(table: EncodedTable, encoder: Encoder, public: PublicData | N
 
 
 def _measure_group_values(private: PrivateTable, encoder: Encoder, structure: Structure) -> dict:
-    """Each group-level numeric column's value per cell of its ``within`` columns, measured with
-    GROUP_VALUE_SHARE of the run's rho each (method/group_values.py); {} when there is none."""
+    """Each group-level numeric column's value per cell of its ``within`` columns (method/group_values.py),
+    measured with ``group_value_shares`` of the run's rho each; {} when there is none.  Categorical ones
+    come from the method's own group × column marginals (method/structure.py)."""
     out = {}
-    for column, within in structure.group_level:
+    measured = _measured_group_level(encoder, structure)
+    share = group_value_shares(len(measured))
+    for column, within in measured:
         coder = encoder.coder(column)
-        if coder.categories is not None or coder.column.null is not None:
-            continue  # categorical ones: the method's own group × column marginals (method/structure.py)
         low, high = coder.column.low, coder.column.high
         step = coder.step or (high - low) / 1e6
         out[column] = (within, measure_group_values(private, column, within, low, high, step,
-                                                    GROUP_VALUE_SHARE * private.budget))
+                                                    share * private.budget))
     return out
 
 
@@ -401,7 +477,7 @@ def write_release(releases: list[RunRelease], schema: Schema, output: Path, id_c
     """Write the submission CSV (every run; fresh ids when the private table had an id column) and one
     ledger JSON per run: all files appear together or none does.  Returns their paths."""
     start = time.perf_counter()
-    with StagedFiles() as staged:
+    with StagedFiles(output) as staged:
         writer = SubmissionWriter(staged.path(output), schema, id_column)
         try:
             for r in releases:

@@ -12,7 +12,6 @@ import argparse
 import dataclasses
 import json
 import logging
-import signal
 import sys
 from pathlib import Path
 
@@ -21,7 +20,8 @@ from dataloader.encoding import DEFAULT_BINS
 from dataloader.reading import ON_INVALID
 from dataloader.schema import NUMERIC, SchemaError, load_schema
 from dataloader.submission import check_submission
-from dataloader.writing import StagedFiles, check_writable
+from dataloader.writing import StagedFiles, check_writable, committed_paths
+from lib.interrupts import raise_on_stop
 from method import METHODS
 from method.base import OptionError, flag
 from method.bin_values import SHARE as BIN_VALUES_SHARE
@@ -193,7 +193,8 @@ def main(argv: list[str] | None = None) -> int:
              else logging.DEBUG if getattr(args, "verbose", False) else logging.INFO)
     logging.basicConfig(level=level, format="%(message)s", stream=sys.stderr, force=True)
     logging.getLogger("numba").setLevel(logging.WARNING)
-    signal.signal(signal.SIGTERM, _exit_on_signal)
+    raise_on_stop()
+    already = len(committed_paths())
     try:
         if args.command == "validate":
             return validate_command(args)
@@ -208,16 +209,19 @@ def main(argv: list[str] | None = None) -> int:
     except BAD_INPUT + (OSError,) as exc:
         print(f"error: {exc}", file=sys.stderr)
     except KeyboardInterrupt:
+        written = committed_paths()[already:]
+        if written:  # the stop came after the commit: the files are whole, and the status says so
+            print(f"warning: interrupted after the output was committed; it is complete: "
+                  f"{', '.join(map(str, written))}", file=sys.stderr)
+            return 0
         print("error: interrupted; no output written", file=sys.stderr)
         return 130
     except Exception as exc:  # a bug or a failed worker: one line, no partial output (files are staged)
-        print(f"error: unexpected failure ({type(exc).__name__}: {exc}); no output written", file=sys.stderr)
+        written = committed_paths()[already:]
+        state = f"the output was already committed: {', '.join(map(str, written))}" if written else "no output written"
+        print(f"error: unexpected failure ({type(exc).__name__}: {exc}); {state}", file=sys.stderr)
         return 1
     return 2
-
-
-def _exit_on_signal(signum, frame):
-    raise KeyboardInterrupt
 
 
 def synthesize_command(args) -> int:
@@ -295,7 +299,7 @@ def score_command(args) -> int:
     if args.json_out is None:
         print(text)
     else:
-        with StagedFiles() as staged:
+        with StagedFiles(args.json_out) as staged:
             staged.path(args.json_out).write_text(text + "\n")
             staged.commit()
         print(args.json_out)

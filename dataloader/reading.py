@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dataloader.schema import CATEGORICAL, Column, Schema, category_list
+from dataloader.schema import CATEGORICAL, MAX_MAGNITUDE, Column, Schema, category_list
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +146,8 @@ def validate(df: pd.DataFrame, schema: Schema, what: str, on_invalid: str = "err
 
     on_invalid='error' raises DataError listing columns and counts; 'clip' clips
     out-of-range numbers (and rounds non-integers in integer columns) and drops rows
-    whose value cannot be clipped (unknown category, missing or non-numeric);
+    whose value cannot be clipped (unknown category, missing or non-numeric, not finite or
+    beyond ±2^53: such a value never becomes a range);
     'drop' drops every row with an invalid value.  ``public=True`` (public data,
     which costs no budget) keeps rows with an unknown category, marking that cell
     missing, clips out-of-range numbers, skips range checks of still-unbounded
@@ -170,9 +171,11 @@ def validate(df: pd.DataFrame, schema: Schema, what: str, on_invalid: str = "err
                 drop |= bad
             out[col.name] = pd.Categorical.from_codes(codes, categories=category_list(col))
         else:
-            values, bad_text, low_mask, high_mask, frac_mask = _numeric(
+            values, bad_text, huge, low_mask, high_mask, frac_mask = _numeric(
                 text, col, check_range=not public or col.bounded)
             report.add(col.name, "missing or non-numeric", int(bad_text.sum()))
+            report.add(col.name, f"not finite or beyond ±{MAX_MAGNITUDE:.4g}", int(huge.sum()))
+            bad_text = bad_text | huge  # never a range nor a value: such rows cannot be clipped
             report.add(col.name, f"below min {col.low:g}" if col.low is not None else "", int(low_mask.sum()))
             report.add(col.name, f"above max {col.high:g}" if col.high is not None else "", int(high_mask.sum()))
             report.add(col.name, "non-integer in integer column", int(frac_mask.sum()))
@@ -223,12 +226,14 @@ def _numeric(text: pd.Series, col: Column, check_range: bool):
     values = pd.to_numeric(stripped, errors="coerce").to_numpy(dtype=np.float64, copy=True)
     bad_text = np.isnan(values) & ~is_null
     values[is_null] = np.nan
+    huge = ~np.isnan(values) & ~(np.abs(values) <= MAX_MAGNITUDE)  # inf, -inf, 1e308
+    values[huge] = np.nan
     finite = ~np.isnan(values)
     none = np.zeros(len(text), dtype=bool)
     low_mask = finite & (values < col.low) if check_range and col.low is not None else none
     high_mask = finite & (values > col.high) if check_range and col.high is not None else none
     frac_mask = finite & (values != np.round(values)) if col.integral else none
-    return values, bad_text, low_mask, high_mask, frac_mask
+    return values, bad_text, huge, low_mask, high_mask, frac_mask
 
 
 def public_ranges(public: pd.DataFrame, schema: Schema) -> dict[str, tuple[float, float]]:

@@ -39,6 +39,7 @@ NUMERIC = "numeric"
 INTEGER_DTYPES = {"int", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"}
 FLOAT_DTYPES = {"float", "float32", "float64", "double"}
 STRING_DTYPES = {"str", "string", "object"}
+MAX_MAGNITUDE = float(2 ** 53)  # the largest |value| a numeric column may hold: float64 holds every integer to here
 KNOWN_KEYS = {"dtype", "values", "min", "max", "bins", "null", "precision", "function_of", "constant_within"}
 
 
@@ -255,6 +256,14 @@ def _parse_runs(raw_runs: object, problems: list[str]) -> list[Run]:
     return runs
 
 
+def delta_warnings(runs: list[Run]) -> list[str]:
+    """One line per run whose delta exceeds 1 / max_records (a public stand-in for 1 / rows)."""
+    return [f"run eps={r.epsilon:g}: delta {r.delta:.3g} is above 1/max_records = {1 / r.max_records:.3g}; delta is "
+            f"the chance the guarantee fails outright, and a release that publishes one random record whole is "
+            f"already (0, 1/n)-DP for n rows, so delta should be far below 1/n (1e-10 to 1/n^2 is usual)"
+            for r in runs if r.delta > 1 / r.max_records]
+
+
 def _parse_columns(raw_schema: object, problems: list[str]) -> list[Column]:
     if not isinstance(raw_schema, dict) or not raw_schema:
         problems.append("schema: must be a non-empty object mapping column names to entries")
@@ -295,6 +304,9 @@ def _parse_column(name: str, entry: object, problems: list[str]) -> Column | Non
     elif low is not None:
         if not (_number(low) and _number(high)) or low > high:
             problems.append(f"{where}: min and max must be numbers with min <= max, got {low!r}, {high!r}")
+        elif max(abs(low), abs(high)) > MAX_MAGNITUDE:
+            problems.append(f"{where}: min and max must lie within ±{MAX_MAGNITUDE:.4g} (2^53, where float64 stops "
+                            f"holding every integer), got {low!r}, {high!r}")
         elif integral and (low != int(low) or high != int(high)):
             problems.append(f"{where}: integer column needs integer min and max, got {low!r}, {high!r}")
     bins = _parse_bins(where, entry.get("bins"), low, high, problems)

@@ -1,13 +1,19 @@
 """Staged writing: output files appear all together or not at all.
 
-``StagedFiles`` writes to temporary files in the output folder and renames them into
-place on ``commit``; ``SubmissionWriter`` streams runs into one Sprint-2-shaped CSV.
+``StagedFiles`` writes into a hidden staging folder beside the output and moves every file
+into place in one journaled commit (see its docstring for what a killed run leaves and how the
+next run completes or removes it); ``SubmissionWriter`` streams runs into one
+Sprint-2-shaped CSV.
 """
 from __future__ import annotations
 
 import csv
+import glob
 import io
+import json
+import logging
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -19,10 +25,14 @@ import pyarrow.csv as pa_csv
 
 from dataloader.reading import DataError
 from dataloader.schema import CATEGORICAL, Column, Schema
+from lib.interrupts import held
+
+log = logging.getLogger(__name__)
 
 
 def check_writable(output: Path) -> Path:
-    """Create ``output``'s folder if needed and check it is writable (before any private data is read)."""
+    """Create ``output``'s folder if needed, check it is writable and clear what a killed earlier release
+    into it left (``recover``); called before any private data is read."""
     output = Path(output)
     folder = output.parent if str(output.parent) else Path(".")
     try:
@@ -33,41 +43,68 @@ def check_writable(output: Path) -> Path:
         raise DataError(f"output {output} is a folder; give a file path")
     if not os.access(folder, os.W_OK):
         raise DataError(f"cannot write output: folder {folder} is not writable")
+    recover(output)
     return output
 
 
 class StagedFiles:
-    """Write several output files so that either all appear or none does.
+    """Write several output files so that either all of them appear or none does.
 
-    ``path(final)`` gives a temporary path in the same folder; ``commit()`` renames
-    every temporary into place; leaving the ``with`` block by an exception (or
-    SystemExit/KeyboardInterrupt) removes the temporaries instead.
+    ``StagedFiles(output)`` names the release by its main file; every file it writes lies in that
+    file's folder.  ``path(final)`` gives where to write ``final`` meanwhile: a hidden staging
+    folder ``.NAME.staging-*`` beside it, marked with this process's id.  ``commit()`` is the one
+    all-or-nothing step: with SIGINT and SIGTERM held, it lists the files in a manifest, renames
+    the staging folder to ``.NAME.commit`` (atomic: from here the release counts as written),
+    moves each file into place and removes the folder.  A process killed outright during those
+    moves leaves ``.NAME.commit``, and the next ``StagedFiles`` or ``check_writable`` for the same
+    output completes it (``recover``); a process killed while writing leaves a staging folder
+    whose process is gone, which the next one removes.  Leaving the ``with`` block without a
+    commit (an exception, SystemExit, KeyboardInterrupt) removes the staging folder.
     """
 
-    def __init__(self):
-        self._staged: list[tuple[Path, Path]] = []
+    def __init__(self, output: str | Path):
+        self.output = Path(output)
+        self.folder = self.output.parent
+        recover(self.output)
+        self._dir = Path(tempfile.mkdtemp(prefix=f".{self.output.name}{STAGING}", dir=self.folder))
+        (self._dir / OWNER).write_text(_owner(os.getpid()) + "\n")
+        _ACTIVE.add(self._dir)
+        self._finals: list[Path] = []
 
     def path(self, final: str | Path) -> Path:
         final = Path(final)
-        fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".partial", dir=final.parent)
-        os.close(fd)
-        self._staged.append((Path(tmp), final))
-        return Path(tmp)
+        if final.parent.resolve() != self.folder.resolve():
+            raise ValueError(f"{final} is not in {self.folder}, the folder of {self.output}")
+        if final.name in (OWNER, MANIFEST) or final in self._finals:
+            raise ValueError(f"{final} is staged twice or has a reserved name")
+        self._finals.append(final)
+        return self._dir / final.name
 
     def commit(self) -> list[Path]:
-        umask = os.umask(0)
-        os.umask(umask)
-        for tmp, final in self._staged:
-            os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the usual permissions of a new file
-            os.replace(tmp, final)
-        done = [final for _, final in self._staged]
-        self._staged = []
-        return done
+        """Move every staged file into place as one step; a stop signal meanwhile is held and,
+        once the files are in place, logged (the release is complete and kept)."""
+        with held() as stops:
+            (self._dir / MANIFEST).write_text(json.dumps([f.name for f in self._finals]) + "\n")
+            journal = _journal(self.output)
+            os.rename(self._dir, journal)
+            _ACTIVE.discard(self._dir)
+            self._dir = None
+            try:
+                _finish(journal)
+            except OSError as exc:
+                raise OSError(f"the commit of {self.output} was cut short ({exc.strerror or exc}); the next "
+                              f"release into {self.output} completes it") from None
+            _COMMITTED.extend(self._finals)
+        if stops:
+            log.warning("a stop signal arrived while the output was being committed; the commit was completed, "
+                        "so the release is whole: %s", ", ".join(str(f) for f in self._finals))
+        return list(self._finals)
 
     def discard(self) -> None:
-        for tmp, _ in self._staged:
-            tmp.unlink(missing_ok=True)
-        self._staged = []
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            _ACTIVE.discard(self._dir)
+            self._dir = None
 
     def __enter__(self):
         return self
@@ -75,6 +112,90 @@ class StagedFiles:
     def __exit__(self, exc_type, exc, tb):
         self.discard()
         return False
+
+
+STAGING, COMMIT, OWNER, MANIFEST = ".staging-", ".commit", "owner.pid", "manifest.json"
+_COMMITTED: list[Path] = []
+_ACTIVE: set[Path] = set()  # this process's open staging folders
+
+
+def committed_paths() -> list[Path]:
+    """Every file this process has committed so far (for a truthful message after a late stop signal)."""
+    return list(_COMMITTED)
+
+
+def _journal(output: Path) -> Path:
+    return output.parent / f".{output.name}{COMMIT}"
+
+
+def _finish(journal: Path) -> int:
+    """Move the files a commit folder's manifest lists into place, then remove it; how many moved."""
+    names = json.loads((journal / MANIFEST).read_text())
+    moved = 0
+    for name in names:
+        if (journal / name).exists():
+            os.replace(journal / name, journal.parent / name)
+            moved += 1
+    shutil.rmtree(journal)
+    return moved
+
+
+def _owner(pid: int) -> str:
+    """A process's id and start time (from /proc where there is one), so that a reused id is not
+    mistaken for the process that wrote a staging folder."""
+    try:
+        start = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        start = ""
+    return f"{pid} {start}".strip()
+
+
+def _running(owner: str) -> bool:
+    """Whether the process that wrote ``owner`` (see ``_owner``) still runs."""
+    try:
+        pid = int(owner.split()[0])
+        os.kill(pid, 0)
+    except (ValueError, IndexError, ProcessLookupError):
+        return False
+    except PermissionError:
+        pass
+    return _owner(pid) == owner
+
+
+def recover(output: Path) -> None:
+    """Complete a commit into ``output`` that a killed process left half done, and remove the
+    staging folders of processes that died before committing; DataError when a live process is
+    writing the same output now."""
+    output = Path(output)
+    folder = output.parent if str(output.parent) else Path(".")
+    journal = _journal(output)
+    if (journal / MANIFEST).is_file():
+        moved = _finish(journal)
+        log.warning("%s: an earlier release was killed while its files were moved into place; its commit is now "
+                    "complete (%d file(s) moved)", output, moved)
+    elif journal.is_dir():  # renamed but the manifest unreadable: cannot happen by our own steps
+        raise DataError(f"{journal} is left from an interrupted commit but has no manifest; remove it by hand")
+    leftovers = list(folder.glob(f".{glob.escape(output.name)}{STAGING}*"))
+    leftovers += list(folder.glob(f".{glob.escape(output.name)}.*.partial"))  # earlier versions' temporaries
+    removed = 0
+    for path in leftovers:
+        if path in _ACTIVE:
+            continue
+        if path.is_dir():
+            try:
+                owner = (path / OWNER).read_text().strip()
+            except OSError:
+                owner = ""
+            if owner and _running(owner):
+                raise DataError(f"another release (process {owner.split()[0]}) is writing {output} now; wait for "
+                                f"it or choose another output")
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+        removed += 1
+    if removed:
+        log.warning("%s: removed %d unfinished staging folder(s) or file(s) left by a release that was killed "
+                    "before it committed", output, removed)
 
 
 def _arrow_column(values: pd.Series, col: Column):

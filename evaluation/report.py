@@ -51,7 +51,7 @@ def write_report(output: Path, schema: Schema, real: pd.DataFrame, methods: dict
         for label, result in results.items():
             sections.append((f"Per-group utility ({options.target} by {options.sensitive}): {label}",
                              _png(_group_utility(result))))
-    with StagedFiles() as staged:
+    with StagedFiles(output) as staged:
         staged.path(output).write_text(_page(results, sections))
         staged.commit()
 

@@ -487,6 +487,14 @@ def _rounds(private: PrivateTable, ctx: RunContext, model: Model, other_idx: lis
         rho_select = SELECT_SHARE * rho_round
         rho_measure = (rho_round - rho_select) / picks
         candidates = candidate_keys(model, other_idx, max_cells)
+        if not candidates:  # every column has one value: nothing to choose, the rest sharpens the counts
+            key = tuple(model.group_idx) or model.layout.key((other_idx[0],))
+            query = model.query(key)
+            m = private.measure(query, private.remaining, f"adaptive: {query.describe()} again (nothing to choose)")
+            model.add(key, model.layout.from_query(key, m.noisy), m.sigma)
+            model.refit(ctx.rng)
+            chosen.append(query.columns_text())
+            break
         queries = [model.query(key) for key in candidates]
         references = [model.layout.to_query(key, a) for key, a in zip(candidates, model.answers(candidates))]
         sigmas = np.array([private.sensitivity(q).l2 for q in queries]) / math.sqrt(2 * rho_measure)

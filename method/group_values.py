@@ -23,6 +23,7 @@ log = logging.getLogger(__name__)
 
 BINS = 1000  # bins per cell and round
 SHARE = 0.05  # of the run's rho, per group-level numeric column
+CAP = 0.2  # of the run's rho, all group-level numeric columns together (each then gets CAP / their number)
 
 
 def rounds_needed(low: float, high: float, step: float) -> int:

@@ -116,6 +116,13 @@ def parse_reweight(specs: str | Sequence[str], names: Sequence[str], numeric: Se
     return ReweightSpec(tuple(moments), tuple(marginals), share, gamma)
 
 
+def reweight_cell_problems(spec: ReweightSpec, domain) -> list[str]:
+    """One line per marginal of ``spec`` with more than MAX_CELLS cells in ``domain`` (public: checked
+    before the private file is read)."""
+    return [f"--reweight marginals:{'×'.join(attrs)} has {domain.size(attrs)} cells; at most {MAX_CELLS}"
+            for attrs in spec.marginals if domain.size(attrs) > MAX_CELLS]
+
+
 @dataclass(frozen=True)
 class Reweighting:
     """The rows to keep (indices into the synthetic rows, with repeats), the mean absolute error of the
@@ -143,8 +150,6 @@ def _row_queries(ctx: RunContext, spec: ReweightSpec, codes: np.ndarray,
         rows.append(query.row_values(np.column_stack([domain.scale(c, values[c]) for c in columns])))
     for attrs in spec.marginals:
         cells = domain.size(attrs)
-        if cells > MAX_CELLS:
-            raise OptionError([f"--reweight marginals:{'×'.join(attrs)} has {cells} cells; at most {MAX_CELLS}"])
         index = cell_index(codes[:, domain.indices(attrs)], domain.shape(attrs))
         onehot = np.zeros((len(codes), cells))
         onehot[np.arange(len(codes)), index] = 1.0
