@@ -39,21 +39,21 @@ from dataloader.schema import (NUMERIC, Run, Schema, SchemaError, check_distinct
                                parse_schema)
 from dataloader.structure import Structure, detect, null_switches, switch_cuts
 from dataloader.writing import StagedFiles, SubmissionWriter, check_writable
+from budget import BIN_VALUES, GROUP_VALUES, METHOD, REWEIGHTING, GroupLevel, Stages, plan_run, stages_of
+from lib.constraints import Boxes
 from lib.privacy.accounting import BudgetExceeded, Ledger, classic_rho_from_eps_delta
 from lib.privacy.mechanisms import NoiseTooLarge
-from lib.constraints import Boxes
+from lib.privacy.plan import Plan
 from lib.marginals import cell_index
 from lib.privacy.private_table import Measurement, PrivateTable, Selection
 from lib.progress import log_above_bars, progress
 from method import METHODS
 from method.base import Method, OptionError, PublicData, RunContext, SynthesisResult
-from method.bin_values import SHARE as BIN_VALUES_SHARE, detail_columns, measure_bin_values
-from method.group_values import CAP as GROUP_VALUES_CAP
-from method.group_values import SHARE as GROUP_VALUE_SHARE
+from method.bin_values import measure_bin_values
 from method.group_values import measure_group_values
-from method.reweight import GAMMA as REWEIGHT_GAMMA
+from method.reweight import FLOOR as REWEIGHT_FLOOR
 from method.reweight import SHARE as REWEIGHT_SHARE
-from method.reweight import ReweightSpec, parse_reweight, reweight_cell_problems, reweight_rows
+from method.reweight import ReweightSpec, parse_reweight, reweight_cell_problems, reweight_rows, with_bounds
 from method.structure import finish
 
 log = logging.getLogger("dpsyn")
@@ -98,7 +98,7 @@ def release(private: pd.DataFrame | str | Path, params: Mapping | str | Path | S
             on_invalid: str = "error", bins: int = DEFAULT_BINS, show_private_counts: bool = False,
             derive: bool = True, distinct_per_individual: Sequence[str] | None = None,
             reweight: str | Sequence[str] | None = None, reweight_share: float = REWEIGHT_SHARE,
-            reweight_gamma: float = REWEIGHT_GAMMA, bin_values: bool = True,
+            reweight_floor: float = REWEIGHT_FLOOR, bin_values: bool = True,
             output: str | Path | None = None) -> list[RunRelease]:
     """One synthetic table per run of ``params`` (a parameters dict, a path to one, or a Schema).
 
@@ -115,9 +115,9 @@ def release(private: pd.DataFrame | str | Path, params: Mapping | str | Path | S
     ``distinct_per_individual``: categorical columns in which no two rows of one individual
     agree (default: the parameters' ``distinct_per_individual``), enforced by bounding when
     rows have ids, taken as declared otherwise, as theta is; ``reweight``: measures to
-    resample the method's rows toward (method/reweight.py: ``moments:COLS``,
-    ``marginals:A×B,...``), measured with ``reweight_share`` of each run's rho, tolerance
-    ``reweight_gamma``; ``bin_values`` (default): where numeric columns have no public values, spend a
+    resample the method's rows toward (method/reweight.py: ``moments:COLS`` with optional clipping
+    bounds ``COL[low,high]``, ``marginals:A×B,...``), measured with ``reweight_share`` of each run's
+    rho, the tilt stopped where the effective sample size would fall below ``reweight_floor`` of the rows; ``bin_values`` (default): where numeric columns have no public values, spend a
     share of each run's rho on how the rows fall inside their bins and draw values by it
     (method/bin_values.py; not for methods that synthesize raw values; False draws them evenly inside
     their bins); ``output``: also write the submission CSV there and one ledger JSON per run beside it.
@@ -139,7 +139,7 @@ def release(private: pd.DataFrame | str | Path, params: Mapping | str | Path | S
         log.warning("warning: %s", warning)
     distinct = _distinct(schema, distinct_per_individual)
     reweighting = None if reweight is None else parse_reweight(
-        reweight, schema.names, [c.name for c in schema.columns if c.kind == NUMERIC], reweight_share, reweight_gamma)
+        reweight, schema.names, [c.name for c in schema.columns if c.kind == NUMERIC], reweight_share, reweight_floor)
     if output is not None:
         output = check_writable(Path(output))
     seed_seq = _seed_sequence(seed)
@@ -147,17 +147,23 @@ def release(private: pd.DataFrame | str | Path, params: Mapping | str | Path | S
     side = _public_side(public, schema, bins, groups, derive)
     header = list(private.columns) if isinstance(private, pd.DataFrame) else read_header(private)
     id_column = id_column or (DEFAULT_ID_COLUMN if DEFAULT_ID_COLUMN in header else None)
-    _check_before_measuring(side, spec, id_column, distinct, reweighting, bin_values)
+    stages = _stages(side, spec, reweighting, bin_values)
+    _check_before_measuring(side, stages, id_column, distinct)
+    plans = [plan_run(run, stages, spec, method_options, bool(groups)) for run in side.schema.runs]
     data = _read_private(private, side, id_column, on_invalid, show_private_counts)
     _log_plan(side.schema, side.encoder, groups, id_column, spec.name, side.structure, distinct)
+    if stages.reweighting is not None:
+        _log_reweighting(stages.reweighting)
+    for line in (line for p in plans for line in p.lines()):  # fixed above, before the private file was read
+        log.info("plan: %s", line)
 
     runs = list(data.schema.runs)
     seeds = [s.spawn(4) for s in seed_seq.spawn(len(runs))]
     releases = []
     with log_above_bars(log), progress(len(runs), "runs", "run", log) as bar:
-        for run, run_seeds in zip(runs, seeds):
+        for run, run_plan, run_seeds in zip(runs, plans, seeds):
             releases.append(_release_run(data, run, spec, method_options, groups, jobs, run_seeds, distinct,
-                                         reweighting, bin_values))
+                                         stages, run_plan))
             bar.update()
     for r in releases:
         _summarise(r, spec.name)
@@ -166,6 +172,29 @@ def release(private: pd.DataFrame | str | Path, params: Mapping | str | Path | S
     if output is not None:  # the last step: after it the release is on disk whatever happens
         write_release(releases, data.schema, output, data.id_column)
     return releases
+
+
+def plan(params: Mapping | str | Path | Schema, public: pd.DataFrame | str | Path | None = None,
+         method: str = "dpsyn", options: Mapping[str, Any] | Any | None = None, *,
+         group_columns: Sequence[str] | None = None, bins: int = DEFAULT_BINS, derive: bool = True,
+         reweight: str | Sequence[str] | None = None, reweight_share: float = REWEIGHT_SHARE,
+         reweight_floor: float = REWEIGHT_FLOOR, bin_values: bool = True) -> list[Plan]:
+    """Each run's budget plan (lib/privacy/plan.py) as ``release`` with the same arguments would spend
+    it, from the parameters, the method and the public file alone: no private data is read.  Bad input
+    raises one of ``BAD_INPUT``."""
+    schema = params if isinstance(params, Schema) else parse_schema(params) if isinstance(params, Mapping) \
+        else load_schema(params)
+    spec = _method(method)
+    method_options = spec.make_options(options)
+    groups = _check_settings(schema, group_columns, None, 1, "error", bins)
+    reweighting = None if reweight is None else parse_reweight(
+        reweight, schema.names, [c.name for c in schema.columns if c.kind == NUMERIC], reweight_share, reweight_floor)
+    side = _public_side(public, schema, bins, groups, derive)
+    stages = _stages(side, spec, reweighting, bin_values)
+    problems = stages.problems() + (reweight_cell_problems(reweighting, side.encoder.domain) if reweighting else [])
+    if problems:
+        raise OptionError(problems)
+    return [plan_run(run, stages, spec, method_options, bool(groups)) for run in side.schema.runs]
 
 
 def _distinct(schema: Schema, given: Sequence[str] | None) -> tuple[str, ...]:
@@ -305,30 +334,11 @@ def _read_private(private, side: PublicSide, id_column: str | None, on_invalid: 
                     time.perf_counter() - start, side.structure)
 
 
-MAX_STAGE_SHARE = 0.5  # the stages around the method (group-level values, values inside bins, reweighting) at most
-
-
-def group_value_shares(columns: int) -> float:
-    """Each group-level numeric column's share of a run's rho: GROUP_VALUE_SHARE, shrunk so that all of
-    them together take at most GROUP_VALUES_CAP."""
-    return min(GROUP_VALUE_SHARE, GROUP_VALUES_CAP / columns) if columns else 0.0
-
-
-def _measured_group_level(encoder: Encoder, structure: Structure) -> list[tuple[str, tuple[str, ...]]]:
-    """The group-level columns whose values the release measures itself (numeric ones without a null token)."""
-    out = []
-    for column, within in structure.group_level:
-        coder = encoder.coder(column)
-        if coder.categories is None and coder.column.null is None:
-            out.append((column, within))
-    return out
-
-
-def _check_before_measuring(side: PublicSide, spec: Method, id_column: str | None, distinct: tuple[str, ...],
-                            reweighting: ReweightSpec | None, bin_values: bool) -> None:
+def _check_before_measuring(side: PublicSide, stages: Stages, id_column: str | None,
+                            distinct: tuple[str, ...]) -> None:
     """Every refusal that needs only public facts, before the private file is read: the distinct
     declaration needs ids where theta > 1; reweighting's marginals fit the cell cap; the stages around
-    the method leave it at least 1 - MAX_STAGE_SHARE of each run's rho.  OptionError lists each problem."""
+    the method leave it enough of each run's rho.  OptionError lists each problem."""
     schema, problems = side.schema, []
     theta = max(r.max_records_per_individual for r in schema.runs)
     if distinct and id_column is None and theta > 1:
@@ -336,18 +346,9 @@ def _check_before_measuring(side: PublicSide, spec: Method, id_column: str | Non
                         f"needs an id column (--id-column): without ids the declaration cannot be enforced, and its "
                         f"sqrt(theta) noise would be too small if it were false; name the id column, or drop the "
                         f"declaration (--distinct-per-individual none)")
-    if reweighting is not None:
-        problems += reweight_cell_problems(reweighting, side.encoder.domain)
-    group_level = _measured_group_level(side.encoder, side.structure)
-    skip = set(side.structure.skipped(side.encoder.domain.names)) | {c for c, _ in group_level}
-    detailed = detail_columns(side.encoder, skip) if bin_values and not spec.raw_numeric else []
-    shares = {"group-level values": group_value_shares(len(group_level)) * len(group_level),
-              "values inside bins": BIN_VALUES_SHARE if detailed else 0.0,
-              "reweighting": reweighting.share if reweighting else 0.0}
-    if sum(shares.values()) > MAX_STAGE_SHARE:
-        problems.append("the stages around the method would take " + ", ".join(
-            f"{name} {share:.0%}" for name, share in shares.items() if share) +
-            f" of each run's rho, more than {MAX_STAGE_SHARE:.0%} together; lower --reweight-share")
+    if stages.reweighting is not None:
+        problems += reweight_cell_problems(stages.reweighting, side.encoder.domain)
+    problems += stages.problems()
     if problems:
         raise OptionError(problems)
 
@@ -365,17 +366,20 @@ class RunOutput:
 def synthesize_run(table: EncodedTable, encoder: Encoder, public: PublicData | None, run: Run, spec: Method,
                    options, group_columns: tuple[str, ...], jobs: int,
                    seeds: list[np.random.SeedSequence], structure: Structure = Structure(),
-                   distinct: tuple[str, ...] = (), reweighting: ReweightSpec | None = None,
-                   bin_values: bool = True) -> RunOutput:
-    """Build the run's private table (bounding, ledger, its own noise generator, the columns
-    ``distinct`` per individual) and let the method
-    spend exactly this run's budget through it (less ``reweighting.share``, held for that stage),
-    then make its codes meet ``structure`` (method/structure.py: post-processing) and, with
-    ``reweighting``, resample its rows (method/reweight.py, which spends the held share).  ``bin_values``:
-    first measure how rows fall inside the bins of numeric columns without public values (method/bin_values.py,
-    BIN_VALUES_SHARE of the run's rho) and draw those columns' values by it.
-    ``seeds``: bounding, noise, synthesis (decoding is the fourth, used by the caller)."""
-    ledger, domain = Ledger(run.epsilon, run.delta), encoder.domain
+                   distinct: tuple[str, ...] = (), stages: Stages | None = None, plan: Plan | None = None) -> RunOutput:
+    """Build the run's private table (bounding, a ledger holding ``plan``, its own noise generator, the
+    columns ``distinct`` per individual), run the ``stages`` around the method and the method itself,
+    each spending exactly its plan node's rho (budget.py), then make the codes meet ``structure``
+    (method/structure.py: post-processing) and, with reweighting, resample the rows.  Before the
+    method: group-level numeric columns' values (method/group_values.py) and how rows fall inside the
+    bins of numeric columns without public values (method/bin_values.py), drawn from afterwards.
+    ``stages``: default, the structure's group-level columns and values inside bins, no reweighting;
+    ``plan``: default, ``budget.plan_run`` of them.  ``seeds``: bounding, noise, synthesis (decoding is
+    the fourth, used by the caller)."""
+    if stages is None:
+        stages = stages_of(encoder, structure, spec, None, True)
+    plan = plan or plan_run(run, stages, spec, options, bool(group_columns))
+    ledger, domain = Ledger(run.epsilon, run.delta, plan=plan), encoder.domain
     start = time.perf_counter()
     private = PrivateTable(table.codes, table.numeric, domain, run.max_records_per_individual, ledger,
                            np.random.default_rng(seeds[1]), ids=table.ids, bound_rng=np.random.default_rng(seeds[0]),
@@ -387,10 +391,14 @@ def synthesize_run(table: EncodedTable, encoder: Encoder, public: PublicData | N
                      np.random.default_rng(seeds[2]), skip=skip,
                      boxes=Boxes(tuple(b for b in structure.boxes.boxes if not skipped & set(b.columns))))
     with ctx.timed("measuring"):
-        group_values = _measure_group_values(private, encoder, structure)
-        detailed = detail_columns(encoder, set(skip) | set(group_values)) if bin_values and not spec.raw_numeric else []
-        inside_bins = measure_bin_values(private, encoder, detailed, BIN_VALUES_SHARE * private.budget)
-    with private.holding(reweighting.share * private.budget if reweighting else 0.0):
+        group_values, inside_bins = {}, {}
+        if stages.group_level:
+            with private.spending(GROUP_VALUES):
+                group_values = _measure_group_values(private, stages.group_level)
+        if stages.detailed:
+            with private.spending(BIN_VALUES):
+                inside_bins = measure_bin_values(private, encoder, list(stages.detailed), private.remaining)
+    with private.spending(METHOD):
         result = spec.synthesize(private, public, ctx, options)
     with ctx.timed("structure"):
         codes, raw = np.array(result.codes, dtype=np.int32, copy=True), dict(result.raw)
@@ -414,36 +422,35 @@ def synthesize_run(table: EncodedTable, encoder: Encoder, public: PublicData | N
         for column, inside in inside_bins.items():  # values inside their final bins, as measured
             if column not in raw:
                 raw[column] = inside.draw(codes[:, domain.index(column)], ctx.rng)
-    if reweighting is not None:
-        with ctx.timed("reweighting"):
+    if stages.reweighting is not None:
+        with ctx.timed("reweighting"), private.spending(REWEIGHTING):
             for column in domain.ranges:  # every numeric value drawn now, so that the rows kept keep it
                 if column not in raw:
                     raw[column] = encoder.coder(column).decode(codes[:, domain.index(column)], ctx.rng)
-            kept = reweight_rows(private, codes, raw, ctx, reweighting).rows
+            kept = reweight_rows(private, codes, raw, ctx, stages.reweighting).rows
             codes, raw = codes[kept], {column: values[kept] for column, values in raw.items()}
     return RunOutput(SynthesisResult(codes, raw), ledger, private.released, {"bounding": bounding, **ctx.timings})
 
 
-def _measure_group_values(private: PrivateTable, encoder: Encoder, structure: Structure) -> dict:
+def _measure_group_values(private: PrivateTable, group_level: tuple[GroupLevel, ...]) -> dict:
     """Each group-level numeric column's value per cell of its ``within`` columns (method/group_values.py),
-    measured with ``group_value_shares`` of the run's rho each; {} when there is none.  Categorical ones
-    come from the method's own group × column marginals (method/structure.py)."""
-    out = {}
-    measured = _measured_group_level(encoder, structure)
-    share = group_value_shares(len(measured))
-    for column, within in measured:
-        coder = encoder.coder(column)
-        low, high = coder.column.low, coder.column.high
-        step = coder.step or (high - low) / 1e6
-        out[column] = (within, measure_group_values(private, column, within, low, high, step,
-                                                    share * private.budget))
-    return out
+    measured with an equal part of the node's rho each."""
+    rho = private.remaining / len(group_level)
+    return {g.column: (g.within, measure_group_values(private, g.column, g.within, g.low, g.high, g.step, rho))
+            for g in group_level}
+
+
+def _stages(side: PublicSide, spec: Method, reweighting: ReweightSpec | None, bin_values: bool) -> Stages:
+    """The stages around the method, reweighting's moment bounds filled from public facts."""
+    if reweighting is not None:
+        reweighting = with_bounds(reweighting, side.encoder.domain.ranges, side.public.numeric if side.public else None)
+    return stages_of(side.encoder, side.structure, spec, reweighting, bin_values)
 
 
 def _release_run(data: Prepared, run: Run, spec: Method, options, group_columns, jobs, seeds,
-                 distinct: tuple[str, ...], reweighting: ReweightSpec | None, bin_values: bool) -> RunRelease:
+                 distinct: tuple[str, ...], stages: Stages, plan: Plan) -> RunRelease:
     out = synthesize_run(data.table, data.encoder, data.public, run, spec, options, group_columns, jobs, seeds,
-                         data.structure, distinct, reweighting, bin_values)
+                         data.structure, distinct, stages, plan)
     start = time.perf_counter()
     typed = decode_release(data.encoder, out.result, data.structure, np.random.default_rng(seeds[3]))
     broken = {rule: n for rule, n in violations(typed, data.schema.rules,
@@ -514,6 +521,13 @@ def _log_plan(schema: Schema, encoder: Encoder, group_columns, id_column, method
     log.info("method: %s; runs: %s", method,
              "; ".join(f"eps={r.epsilon:g} delta={r.delta:.3g} theta={r.max_records_per_individual} "
                        f"max_records={r.max_records}" for r in schema.runs))
+
+
+def _log_reweighting(spec: ReweightSpec) -> None:
+    """The moment columns' clipping bounds and where they came from (the plan gives their noise)."""
+    if spec.sources:
+        log.info("reweighting: moment columns clipped per record to %s", ", ".join(
+            f"{c} [{lo:g}, {hi:g}] ({dict(spec.sources)[c]})" for c, lo, hi in spec.bounds))
 
 
 def _summarise(r: RunRelease, method: str) -> None:

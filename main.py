@@ -15,7 +15,7 @@ import logging
 import sys
 from pathlib import Path
 
-from api import BAD_INPUT, DEFAULT_ID_COLUMN, ledger_path, release, resolve_group_columns
+from api import BAD_INPUT, DEFAULT_ID_COLUMN, ledger_path, plan, release, resolve_group_columns
 from dataloader.encoding import DEFAULT_BINS
 from dataloader.reading import ON_INVALID
 from dataloader.schema import NUMERIC, SchemaError, load_schema
@@ -25,10 +25,9 @@ from lib.interrupts import raise_on_stop
 from method import METHODS
 from method.base import OptionError, flag
 from method.bin_values import SHARE as BIN_VALUES_SHARE
-from method.reweight import GAMMA as REWEIGHT_GAMMA
 from method.reweight import SHARE as REWEIGHT_SHARE
 
-COMMANDS = ("synthesize", "validate", "score", "report")
+COMMANDS = ("synthesize", "validate", "score", "report", "plan")
 OPTION_PREFIX = "method_option_"
 
 
@@ -41,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Example: python main.py --params parameters.json --private data/demo/private.csv "
                "--public data/demo/public.csv --output output/submission.csv",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    sub = parser.add_subparsers(dest="command", metavar="{synthesize,validate,score,report}")
+    sub = parser.add_subparsers(dest="command", metavar="{synthesize,validate,score,report,plan}")
 
     syn = sub.add_parser("synthesize", help="write a DP synthetic table (default command)",
                          formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -84,15 +83,13 @@ def build_parser() -> argparse.ArgumentParser:
                           "problems but no counts")
     syn.add_argument("--reweight", action="append", default=None, metavar="SPEC",
                      help="after synthesis, resample the rows toward noisy answers of these measures: "
-                          "'moments:COLS' (means and correlations of numeric columns; 'moments:*' for all of "
-                          "them) or 'marginals:A×B,C,...' (1- and 2-way; '*' also joins columns); several "
-                          "joined with ';' or by repeating the flag")
+                          "'moments:COLS' (means and correlations of numeric columns, each clipped to bounds "
+                          "given as COL[low,high], else the public file's 1st-99th percentiles, else its range; "
+                          "'moments:*' for all of them) or 'marginals:A×B,C,...' (1- and 2-way; '*' also joins "
+                          "columns); several joined with ';' or by repeating the flag")
     syn.add_argument("--reweight-share", type=float, default=None,
                      help=f"with --reweight: share of each run's budget spent measuring them (default: "
                           f"{REWEIGHT_SHARE})")
-    syn.add_argument("--reweight-gamma", type=float, default=None,
-                     help=f"with --reweight: tolerance on each matched answer, the tilt's l1 weight (default: "
-                          f"{REWEIGHT_GAMMA})")
     syn.add_argument("--bin-values", action=argparse.BooleanOptionalAction, default=True,
                      help=f"numeric columns without public values: spend {BIN_VALUES_SHARE:.0%}% of each run's budget "
                           "on how the rows fall inside their bins, and draw values by it instead of evenly (zeros, "
@@ -103,6 +100,20 @@ def build_parser() -> argparse.ArgumentParser:
     loudness.add_argument("--verbose", action="store_true",
                           help="debug-level log (every noisy measurement); never prints private counts")
     _add_method_options(syn)
+
+    pln = sub.add_parser("plan", help="print each run's budget plan (shares of rho and their noise) without "
+                                      "reading any private data", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    pln.add_argument("--params", required=True, type=Path, help="parameters JSON (runs and schema)")
+    pln.add_argument("--public", type=Path, help="optional public CSV, as for synthesize")
+    pln.add_argument("--method", choices=sorted(METHODS), default="dpsyn", help="the method the release would use")
+    pln.add_argument("--group-columns", default=None, help="as for synthesize")
+    pln.add_argument("--bins", type=int, default=DEFAULT_BINS, help="as for synthesize")
+    pln.add_argument("--no-derive", action="store_true", help="as for synthesize")
+    pln.add_argument("--reweight", action="append", default=None, metavar="SPEC", help="as for synthesize")
+    pln.add_argument("--reweight-share", type=float, default=None, help="as for synthesize")
+    pln.add_argument("--bin-values", action=argparse.BooleanOptionalAction, default=True, help="as for synthesize")
+    pln.add_argument("--quiet", action="store_true", help="only warnings and errors on stderr")
+    _add_method_options(pln)
 
     val = sub.add_parser("validate", help="check a submission CSV against a parameters file")
     val.add_argument("--params", required=True, type=Path, help="parameters JSON")
@@ -202,6 +213,8 @@ def main(argv: list[str] | None = None) -> int:
             return score_command(args)
         if args.command == "report":
             return report_command(args)
+        if args.command == "plan":
+            return plan_command(args)
         return synthesize_command(args)
     except (SchemaError, OptionError) as exc:
         for problem in exc.problems:
@@ -225,21 +238,30 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def synthesize_command(args) -> int:
-    if args.reweight is None:
-        given = [flag for flag, value in (("--reweight-share", args.reweight_share),
-                                          ("--reweight-gamma", args.reweight_gamma)) if value is not None]
-        if given:
-            raise OptionError([f"{' and '.join(given)} {'needs' if len(given) == 1 else 'need'} --reweight SPEC"])
+    if args.reweight is None and args.reweight_share is not None:
+        raise OptionError(["--reweight-share needs --reweight SPEC"])
     runs = release(args.private, args.params, args.public, args.method, method_options(args), seed=args.seed,
                    id_column=args.id_column, group_columns=_column_list(args.group_columns), jobs=args.jobs,
                    on_invalid=args.on_invalid, bins=args.bins, show_private_counts=args.show_private_counts,
                    derive=not args.no_derive, distinct_per_individual=_column_list(args.distinct_per_individual),
                    reweight=args.reweight,
                    reweight_share=REWEIGHT_SHARE if args.reweight_share is None else args.reweight_share,
-                   reweight_gamma=REWEIGHT_GAMMA if args.reweight_gamma is None else args.reweight_gamma,
                    bin_values=args.bin_values, output=args.output)
     for path in [args.output] + [ledger_path(args.output, r.epsilon) for r in runs]:
         print(path)
+    return 0
+
+
+def plan_command(args) -> int:
+    """Print each run's budget plan on stdout; reads the parameters and the public file only."""
+    if args.reweight is None and args.reweight_share is not None:
+        raise OptionError(["--reweight-share needs --reweight SPEC"])
+    plans = plan(args.params, args.public, args.method, method_options(args),
+                 group_columns=_column_list(args.group_columns), bins=args.bins, derive=not args.no_derive,
+                 reweight=args.reweight,
+                 reweight_share=REWEIGHT_SHARE if args.reweight_share is None else args.reweight_share,
+                 bin_values=args.bin_values)
+    print("\n".join(line for p in plans for line in p.lines()))
     return 0
 
 

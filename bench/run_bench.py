@@ -76,7 +76,7 @@ SHARED = Path(os.environ.get("BENCH_DATA", ROOT.parent / "shared" / "data"))  # 
 VARIANTS = {"histogram": ("histogram", {}), "dpsyn": ("dpsyn", {}), "dpsyn-select": ("dpsyn", {"marginals": "select"}),
             "dpsyn-writeup": ("dpsyn", {"planner": "write-up"}), "dpsyn-adaptive": ("dpsyn", {"regime": "adaptive"}),
             "rap": ("rap", {}),
-            "dpsyn+reweight": ("dpsyn", {}), "rap+reweight": ("rap", {}),  # --reweight moments:* (--reweight-share)
+            "dpsyn+reweight": ("dpsyn", {}), "rap+reweight": ("rap", {}),  # --reweight (--reweight-share)
             "superquail": ("superquail", {}), "superquail-bal": ("superquail", {"fair": "bal"}),
             "dpsyn-no-bin-values": ("dpsyn", {})}  # --no-bin-values
 # rap and superquail get the dataset's target; superquail-bal also its sensitive column
@@ -236,6 +236,7 @@ DATASETS = {"demo": demo, "demo_private_only": demo_private_only, "acs_income": 
             "adult_raw": adult_raw, "ct_drug_deaths": ct_drug_deaths, "acs_split": acs_split, "sprint2": sprint2}
 _DATA: Dataset | None = None  # the dataset of the current batch, inherited by forked runs
 _SHARE = REWEIGHT_SHARE  # the +reweight variants' share, set by --reweight-share
+_REWEIGHT = "moments:*"  # the +reweight variants' measures, set by --reweight
 _SUPERQUAIL: dict = {}  # --superquail-alpha / --superquail-beta
 _RAP: dict = {}  # --rap-rows / --rap-device
 
@@ -265,7 +266,7 @@ def _one_run(args) -> tuple[pd.DataFrame, float, float]:
             options = {**options, **_SUPERQUAIL}
         if method == "rap":
             options = {**options, **_RAP}
-        reweight = {"reweight": "moments:*", "reweight_share": _SHARE} if variant.endswith("+reweight") else {}
+        reweight = {"reweight": _REWEIGHT, "reweight_share": _SHARE} if variant.endswith("+reweight") else {}
         (run,) = release(data.private, data.params(eps), data.public, method, options, seed=seed,
                          group_columns=data.groups, on_invalid=data.on_invalid, id_column=data.id_column,
                          bin_values=not variant.endswith("-no-bin-values"), **reweight)
@@ -295,7 +296,7 @@ def _gap_of_means(fnrs: list[dict[str, float]]) -> float:
 
 
 def main() -> None:
-    global _DATA, _SHARE, _SUPERQUAIL, _RAP
+    global _DATA, _SHARE, _REWEIGHT, _SUPERQUAIL, _RAP
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--datasets", nargs="+", choices=list(DATASETS), default=list(DATASETS))
     parser.add_argument("--methods", nargs="+", choices=list(VARIANTS) + list(PEERS), default=list(VARIANTS),
@@ -308,6 +309,8 @@ def main() -> None:
                         help="seeds first-seed .. first-seed + seeds - 1 (to run seeds in separate processes)")
     parser.add_argument("--reweight-share", type=float, default=REWEIGHT_SHARE,
                         help="the +reweight variants' share of the budget for the moments of every numeric column")
+    parser.add_argument("--reweight", default=_REWEIGHT,
+                        help="the +reweight variants' measures (main.py's --reweight SPEC; default: moments:*)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "run_bench.md")
     parser.add_argument("--superquail-alpha", type=float, help="the superquail variants' --alpha (its grid)")
     parser.add_argument("--superquail-beta", type=int, help="the superquail variants' --beta (its grid)")
@@ -317,7 +320,7 @@ def main() -> None:
     parser.add_argument("--rap-device", choices=("cpu", "gpu"), help="the rap variants' --device")
     parser.add_argument("--sprint2-rows", type=int, default=100_000, help="rows of the sprint2 dataset's private table")
     args = parser.parse_args()
-    _SHARE = args.reweight_share
+    _SHARE, _REWEIGHT = args.reweight_share, args.reweight
     _SUPERQUAIL = {k: v for k, v in (("alpha", args.superquail_alpha), ("beta", args.superquail_beta)) if v is not None}
     _RAP = {k: v for k, v in (("rows", args.rap_rows), ("device", args.rap_device)) if v is not None}
     logging.basicConfig(level=logging.ERROR)  # every run is seeded on purpose: no per-run warning

@@ -7,16 +7,21 @@ f(λ) = log E_P exp(-λ·(q - a)) + gamma ||λ||_1 (Wang et al., "Post-processin
 data for improving utility on selected measures", Theorem 1).  This module holds the three
 numeric steps of that paper, each a pure function of public arrays:
 
-* :func:`consistent_answers`: noisy query sums made consistent, i.e. answers some weighting of
-  the sample's support can give (the paper's §3 projection, a non-negative least squares with
-  cvxpy), so that the tilt exists;
+* :func:`denoised_answers`: the noisy answers combined with the sample's own answers, each
+  weighted by how precise it is, constrained to answers some distribution on the sample's
+  support gives (the paper's §3 projection with the sample as a prior, cvxpy), so that the
+  tilt exists and an answer within noise of the sample's is not chased;
 * :func:`tilt`: λ by proximal steps on the dual as the paper's Algorithm 1, full-batch and
   with Newton's curvature (see there why);
 * :func:`resample`: rows drawn by systematic resampling in proportion to their weights, per
-  group, each group keeping its size.
+  group, each group keeping its size;
+
+and :func:`tempered`, which stops a tilt part of the way so that the weights keep a floor of
+effective sample size.
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,29 +31,76 @@ from lib.raking import systematic_draw
 
 SUPPORT_CAP = 4000  # support points in the consistency projection; a subset keeps the answers feasible
 ITERATIONS = 50
+PIN = 1e-3  # an estimate with sd 0 weighs as if its sd were this share of its noise sd (keeps the fit well posed)
 
 
-def consistent_answers(support: np.ndarray, noisy: np.ndarray, sigma: np.ndarray) -> np.ndarray | None:
-    """Mean answers a* = Q m / sum(m) of the non-negative weighting m of the ``support`` rows
-    (S × K: each support point's query values, one column per noisy coordinate) whose sums Q m
-    are nearest the ``noisy`` sums in the noise-weighted least squares sense (min ||(Q m -
-    noisy) / sigma||², m >= 0: the Gaussian-noise projection of the paper's §3).  Any answer
-    vector returned is one a distribution on the support gives, so the tilt toward it exists.
-    None when the projection puts no mass anywhere (every noisy sum at or below 0)."""
+def denoised_answers(support: np.ndarray, noisy: np.ndarray, noise_sd: np.ndarray, synthetic: np.ndarray,
+                     prior_sd: np.ndarray) -> np.ndarray:
+    """Mean answers a* = Q'p of the distribution p on the ``support`` rows (S × K: each support point's
+    query values) that best fits both sources of what the true answers are: the ``noisy`` answers
+    (noise sd ``noise_sd``) and the ``synthetic`` data's own answers (how far they are from the truth:
+    sd ``prior_sd``), i.e. min Σ_k (a*_k - noisy_k)² / noise_sd_k² + (a*_k - synthetic_k)² / prior_sd_k²
+    over the simplex (cvxpy).  This is the paper's §3 projection with the synthetic data as a prior:
+    where the noise dwarfs the synthetic data's error, a* stays at the synthetic answer; where the
+    noise is small, it goes to the noisy one.  Any a* returned is one a distribution on the support
+    gives, so the tilt toward it exists."""
     import cvxpy as cp  # here, not at the top: it takes over a second to import, and only --reweight needs it
     support = np.asarray(support, dtype=np.float64)
-    noisy = np.asarray(noisy, dtype=np.float64)
-    sigma = np.asarray(sigma, dtype=np.float64)
-    scale = max(float(np.abs(noisy).max()), 1.0)  # weights in units of the largest sum keep the solver's scale
-    m = cp.Variable(support.shape[0], nonneg=True)
-    residual = cp.multiply(support.T @ m - noisy / scale, scale / sigma)
-    cp.Problem(cp.Minimize(cp.sum_squares(residual))).solve(solver=cp.CLARABEL)
-    if m.value is None:
-        raise RuntimeError("the consistency projection did not solve")
-    weights = np.clip(m.value, 0.0, None)
-    if weights.sum() <= 0:
-        return None
+    target, sd = posterior(noisy, noise_sd, synthetic, prior_sd)
+    scale = np.maximum(sd, PIN * np.asarray(noise_sd, dtype=np.float64))  # a zero sd pins, as far as the solver can
+    p = cp.Variable(support.shape[0], nonneg=True)
+    residual = cp.multiply(support.T @ p - target, 1.0 / scale)
+    with warnings.catch_warnings():  # "optimal_inaccurate" still gives a distribution, which is all a* needs
+        warnings.simplefilter("ignore", UserWarning)
+        cp.Problem(cp.Minimize(cp.sum_squares(residual)), [cp.sum(p) == 1]).solve(solver=cp.CLARABEL)
+    if p.value is None:
+        raise RuntimeError("the denoising fit did not solve")
+    weights = np.clip(p.value, 0.0, None)
     return support.T @ weights / weights.sum()
+
+
+def posterior(noisy: np.ndarray, noise_sd: np.ndarray, synthetic: np.ndarray,
+              prior_sd: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Precision-weighted mean of the noisy and the synthetic answers, and its sd (both elementwise):
+    the estimate of the true answers before the support's constraint; a zero ``prior_sd`` keeps the
+    synthetic answer with sd 0."""
+    noise_var = np.square(np.asarray(noise_sd, dtype=np.float64))
+    prior_var = np.square(np.asarray(prior_sd, dtype=np.float64))
+    total = noise_var + prior_var
+    share = np.divide(prior_var, total, out=np.zeros_like(total), where=total > 0)  # weight of the noisy answer
+    target = np.asarray(synthetic, dtype=np.float64) + share * (np.asarray(noisy, dtype=np.float64) - synthetic)
+    return target, np.sqrt(share * noise_var)
+
+
+def prior_sd(noisy: np.ndarray, noise_sd: np.ndarray, synthetic: np.ndarray) -> float:
+    """How far the synthetic answers are from the true ones, one sd for a block of answers, estimated
+    from their distance to the noisy answers (empirical Bayes: E (noisy - synthetic)² = that sd² +
+    noise sd², so the sd is what the mean squared distance leaves above the noise; 0 when nothing)."""
+    gap = np.square(np.asarray(noisy, dtype=np.float64) - synthetic) - np.square(noise_sd)
+    return float(np.sqrt(max(float(gap.mean()), 0.0))) if gap.size else 0.0
+
+
+def effective_share(weights: np.ndarray) -> float:
+    """Kish's effective sample size of ``weights`` as a share of their number (1 for equal weights)."""
+    w = np.asarray(weights, dtype=np.float64)
+    return float(w.sum() ** 2 / (len(w) * np.square(w).sum())) if len(w) and w.sum() > 0 else 1.0
+
+
+def tempered(weights: np.ndarray, floor: float) -> tuple[np.ndarray, float]:
+    """``weights`` raised to the largest power t in [0, 1] whose effective share is at least ``floor``
+    (t = 1: unchanged; t = 0: equal weights), and t: the tilt stopped part of the way (bisection)."""
+    w = np.asarray(weights, dtype=np.float64)
+    if effective_share(w) >= floor:
+        return w, 1.0
+    logw = np.log(np.maximum(w, 1e-300))
+    low, high = 0.0, 1.0
+    for _ in range(40):
+        t = (low + high) / 2
+        if effective_share(softmax(t * logw)) >= floor:
+            low = t
+        else:
+            high = t
+    return softmax(low * logw), low
 
 
 @dataclass(frozen=True)
@@ -61,15 +113,17 @@ class TiltResult:
     objective: tuple[float, float]
 
 
-def objective(qbar: np.ndarray, lam: np.ndarray, base: np.ndarray, gamma: float) -> float:
-    """f(λ) = log Σ_i base_i exp(-λ·qbar_i) + gamma ||λ||_1 (``base`` sums to 1)."""
-    return float(logsumexp(np.log(base) - qbar @ lam)) + gamma * float(np.abs(lam).sum())
+def objective(qbar: np.ndarray, lam: np.ndarray, base: np.ndarray, gamma: float | np.ndarray) -> float:
+    """f(λ) = log Σ_i base_i exp(-λ·qbar_i) + Σ_k gamma_k |λ_k| (``base`` sums to 1; ``gamma`` one
+    tolerance for every answer or one per answer)."""
+    return float(logsumexp(np.log(base) - qbar @ lam)) + float(np.sum(gamma * np.abs(lam)))
 
 
-def tilt(qbar: np.ndarray, base: np.ndarray | None = None, gamma: float = 1e-5,
+def tilt(qbar: np.ndarray, base: np.ndarray | None = None, gamma: float | np.ndarray = 1e-5,
          iterations: int = ITERATIONS) -> TiltResult:
-    """λ* of the dual f(λ) = log E_base exp(-λ·qbar) + gamma ||λ||_1 for ``qbar`` (n × K: each row's
-    query values minus the targets) and positive ``base`` weights (default uniform).
+    """λ* of the dual f(λ) = log E_base exp(-λ·qbar) + Σ_k gamma_k |λ_k| for ``qbar`` (n × K: each row's
+    query values minus the targets) and positive ``base`` weights (default uniform): the tilt that
+    brings each answer k within gamma_k of its target (``gamma``: one tolerance or one per answer).
 
     The paper's Algorithm 1 takes proximal gradient steps on λ with the compositional gradient
     estimate E_w[qbar] / E_w[1], w_i = base_i exp(-λ·qbar_i) (in the log domain of its Algorithm
@@ -83,6 +137,7 @@ def tilt(qbar: np.ndarray, base: np.ndarray | None = None, gamma: float = 1e-5,
     n = qbar.shape[0]
     base = np.full(n, 1.0 / n) if base is None else np.asarray(base, dtype=np.float64) / np.sum(base)
     lam = np.zeros(qbar.shape[1])
+    gamma = np.broadcast_to(np.asarray(gamma, dtype=np.float64), lam.shape)
     value = before = objective(qbar, lam, base, gamma)
     for _ in range(iterations):
         w = _weights(qbar, lam, base)
@@ -105,15 +160,15 @@ def tilt(qbar: np.ndarray, base: np.ndarray | None = None, gamma: float = 1e-5,
     return TiltResult(lam, _weights(qbar, lam, base), (before, value))
 
 
-def _newton_step(lam: np.ndarray, gradient: np.ndarray, curvature: np.ndarray, gamma: float,
+def _newton_step(lam: np.ndarray, gradient: np.ndarray, curvature: np.ndarray, gamma: np.ndarray,
                  sweeps: int = 200) -> np.ndarray:
-    """argmin over x of gradient·(x - λ) + ½ (x - λ)' H (x - λ) + gamma ||x||_1 (H = ``curvature``,
+    """argmin over x of gradient·(x - λ) + ½ (x - λ)' H (x - λ) + Σ gamma_j |x_j| (H = ``curvature``,
     plus a ridge of 1e-9 of its trace for directions the queries never vary in): the exact
     minimiser when gamma = 0 (a least-squares solve), otherwise by cyclic coordinate descent with
     soft-thresholding until no coordinate moves by more than 1e-12."""
     k = len(lam)
     h = curvature + np.eye(k) * (1e-9 * max(float(np.trace(curvature)), 1e-300) / k)
-    if gamma <= 0:
+    if not gamma.any():
         return lam - np.linalg.solve(h, gradient)
     x = lam.copy()
     for _ in range(sweeps):
@@ -121,7 +176,7 @@ def _newton_step(lam: np.ndarray, gradient: np.ndarray, curvature: np.ndarray, g
         for j in range(k):
             b = gradient[j] + h[j] @ (x - lam) - h[j, j] * (x[j] - lam[j])
             z = lam[j] - b / h[j, j]
-            new = np.sign(z) * max(abs(z) - gamma / h[j, j], 0.0)
+            new = np.sign(z) * max(abs(z) - gamma[j] / h[j, j], 0.0)
             largest = max(largest, abs(new - x[j]))
             x[j] = new
         if largest < 1e-12:

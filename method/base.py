@@ -29,6 +29,7 @@ import numpy as np
 
 from lib.constraints import NO_BOXES, Boxes
 from lib.domain import Domain
+from lib.privacy.plan import Node
 from lib.privacy.private_table import PrivateTable
 
 
@@ -130,7 +131,9 @@ class Method:
     ``check(options, schema)`` (optional) lists what the schema or the machine cannot honour, one
     line each, before any data is read.  ``raw_numeric``: the method returns every numeric column as raw
     values (``SynthesisResult.raw``), so the release measures nothing inside their bins for it
-    (method/bin_values.py)."""
+    (method/bin_values.py).  ``plan(options, epsilon, theta, has_groups, rho)`` (optional): the
+    method's own budget nodes known before any data is read, shares of its ``rho`` (lib/privacy/plan.py);
+    without it the method's node is split at run time."""
 
     name: str
     summary: str
@@ -138,6 +141,7 @@ class Method:
     options: type = NoOptions
     check: Callable[[Any, Any], list[str]] | None = None
     raw_numeric: bool = False
+    plan: Callable[[Any, float, int, bool, float], tuple[Node, ...]] | None = None
 
     def make_options(self, given: Mapping[str, Any] | Any | None = None):
         """This method's options from a dict (missing fields take their defaults), an instance of

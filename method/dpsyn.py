@@ -33,6 +33,7 @@ import numpy as np
 from lib.consistency import common_total, make_consistent
 from lib.gum import gum
 from lib.marginals import count_marginal
+from lib.privacy.plan import Node
 from lib.privacy.private_table import PrivateTable
 from lib.privacy.queries import DependencyScores, Marginal
 from method.base import Method, PublicData, RunContext, SynthesisResult, option
@@ -313,5 +314,17 @@ def _measure(private: PrivateTable, ctx: RunContext, queries, rhos: list[float])
     return measured
 
 
+def plan(options: DpsynOptions, epsilon: float, theta: int, has_groups: bool, rho: float) -> tuple[Node, ...]:
+    """dpsyn's budget nodes known before any data is read: the noisy total where the planner needs one
+    (its share from epsilon and theta alone), and the rest, which the planner splits at run time from
+    that total (method/planner.py)."""
+    if not needs_total(epsilon, theta, has_groups, options.regime):
+        return (Node("marginals", 1.0, "regime and split chosen by the planner at run time"),)
+    share = total_share(epsilon, theta)
+    sigma = theta / math.sqrt(2 * share * rho)
+    return (Node("noisy total", share, f"the number of rows, noise sd {sigma:.3g} rows"),
+            Node("marginals", 1.0 - share, "regime and split chosen by the planner at run time from the noisy total"))
+
+
 METHOD = Method("dpsyn", "planned noisy marginals, consistency and GUM, per group (the DPSyn Sprint-2 write-up)",
-                synthesize, DpsynOptions)
+                synthesize, DpsynOptions, plan=plan)

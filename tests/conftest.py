@@ -1,5 +1,6 @@
 """Shared fixtures: small Sprint-2-shaped tables from the seeded generator in bench/."""
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -8,6 +9,15 @@ from bench.sprint2_generator import generate
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SPRINT2_PARAMS = FIXTURES / "sprint2_parameters.json"
+
+
+@pytest.fixture(autouse=True)
+def _no_stale_log_stream():
+    """main.main() points the root logger at the stderr of its test (basicConfig), which pytest closes
+    after it; drop that handler so later tests do not log into a closed stream."""
+    yield
+    for handler in [h for h in logging.root.handlers if type(h) is logging.StreamHandler]:
+        logging.root.removeHandler(handler)
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from method import METHODS
 from method.base import Method, SynthesisResult
 
 ROOT = Path(__file__).resolve().parent.parent
-OURS = ("api", "main", "dataloader", "method", "evaluation", "bench", "tests")
+OURS = ("api", "budget", "main", "dataloader", "method", "evaluation", "bench", "tests")
 PRIVATE_SIDE = ("lib.privacy.bounding", "lib.privacy.samplers", "lib.privacy.mechanisms")
 
 
@@ -62,11 +62,29 @@ def small_table() -> PrivateTable:
     return PrivateTable(codes, {}, domain, 1, Ledger(1.0, 1e-9), np.random.default_rng(0))
 
 
+def test_a_method_inside_its_node_cannot_reach_another():
+    from lib.privacy.accounting import BudgetExceeded
+    from lib.privacy.plan import Node, Plan
+    domain = Domain(("A", "B"), (2, 3))
+    budget = Ledger(1.0, 1e-9).budget
+    ledger = Ledger(1.0, 1e-9, plan=Plan(1.0, 1e-9, 1, budget, (Node("reweighting", 0.1), Node("method", 0.9))))
+    private = PrivateTable(np.zeros((3, 2), dtype=np.int32), {}, domain, 1, ledger, np.random.default_rng(0))
+    with private.spending("method"):
+        assert private.remaining == pytest.approx(0.9 * budget)
+        with pytest.raises(BudgetExceeded, match="do not nest"):
+            with private.spending("reweighting"):
+                pass
+        private.measure(Marginal(("A",)), private.remaining)
+        with pytest.raises(BudgetExceeded):
+            private.measure(Marginal(("B",)), 1e-9)
+    assert ledger.node_spent("reweighting") == 0.0
+
+
 def test_the_table_shows_no_records():
     private = small_table()
     public = {name for name in dir(private) if not name.startswith("_")}
     assert public == {"domain", "theta", "distinct", "budget", "remaining", "released", "sensitivity", "measure",
-                      "select", "holding"}
+                      "select", "holding", "spending"}
     for name in ("codes", "records", "numeric", "ids"):
         with pytest.raises(AttributeError):
             getattr(private, name)

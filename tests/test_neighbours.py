@@ -36,6 +36,7 @@ QUERIES = [
     Intervals(("X", "Y"), (0.6, -0.8), (-0.5, 0.0, 0.3), by=("A", "G")),
     Moments(("X",)),
     Moments(("X", "Y"), by=("A", "G")),
+    Moments(("X", "Y"), bounds=((10.0, 40.0), (-2.0, 3.0))),  # declared clipping bounds inside the ranges
     LogisticGradients(("A", "B", "X"), "G", ((0.0,) * 13, (0.0,) * 13)),
     LogisticGradients(("B",), "A", tuple(tuple(np.linspace(-3, 3, 5) * k) for k in (1.0, -2.0, 0.5))),
 ]
@@ -158,6 +159,7 @@ BY_B = [
     CellHistogram("X", ("B",), ((-1.0, 0.0, 50.0, 100.0),) * 4),
     Intervals(("X", "Y"), (1.0, 1.0), (0.5, 1.0, 1.5), by=("B",)),
     Moments(("X", "Y"), by=("B",)),
+    Moments(("X", "Y"), by=("B",), bounds=((10.0, 40.0), (-2.0, 3.0))),
 ]
 
 

@@ -12,7 +12,8 @@ import pandas as pd
 import pytest
 
 import api
-from api import group_value_shares, release
+from api import release
+from budget import group_value_share as group_value_shares
 from conftest import write_params
 from dataloader import writing
 from dataloader.reading import DataError
@@ -230,8 +231,8 @@ def test_refusals_come_before_the_private_file_is_opened(tmp_path):
                                                          "C": {"dtype": "int", "min": 0, "max": 39}})}
     with pytest.raises(OptionError, match=r"marginals:B×C has 1600 cells; at most 1000"):
         release(missing, params, reweight="marginals:B×C", bins=40)
-    with pytest.raises(OptionError, match="more than 50% together; lower --reweight-share"):
-        release(missing, params, reweight="moments:B,C", reweight_share=0.6)
+    with pytest.raises(OptionError, match="more than 75% together; lower --reweight-share"):
+        release(missing, params, reweight="moments:B,C", reweight_share=0.8)
 
 
 def group_level_schema(columns: int) -> dict:

@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import json
 import math
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 
 from scipy.optimize import brentq
+
+from lib.privacy.plan import Plan
 
 _BISECT_STEPS = 200
 
@@ -115,6 +118,7 @@ class Charge:
     rho: float
     sensitivity_reason: str = ""
     sampler: str = ""
+    node: str = ""  # the plan node it was charged to (lib/privacy/plan.py)
 
 
 @dataclass
@@ -126,6 +130,8 @@ class Ledger:
     rho a step may take before it draws noise, and ``charge`` records a granted step.
     ``hold`` keeps a later stage's share out of reach of charges until ``unhold`` (holds nest: a
     stage inside a held block may hold a share of what it sees, and ``unhold`` frees the latest).
+    With a ``plan`` (lib/privacy/plan.py), every charge is made inside ``spending(node)``, names
+    that node, and is refused past the node's rho; ``remaining`` is then what is left of the node.
     """
 
     epsilon: float
@@ -133,9 +139,37 @@ class Ledger:
     budget: float = field(init=False)
     charges: list[Charge] = field(default_factory=list)
     held: list[float] = field(default_factory=list, init=False)
+    plan: Plan | None = None
+    node: str | None = field(default=None, init=False)
 
     def __post_init__(self):
         self.budget = rho_from_eps_delta(self.epsilon, self.delta)
+        if self.plan is not None and not math.isclose(self.plan.rho, self.budget, rel_tol=1e-12):
+            raise ValueError(f"the plan's rho {self.plan.rho} is not this ledger's budget {self.budget}")
+
+    def node_rho(self, name: str) -> float:
+        """The rho of plan node ``name``; the plan's last node takes exactly what the others leave."""
+        names = [n.name for n in self.plan.nodes]
+        if name == names[-1]:
+            return max(self.budget - math.fsum(self.plan.rho_of(n) for n in names[:-1]), 0.0)
+        return self.plan.rho_of(name)
+
+    def node_spent(self, name: str) -> float:
+        return math.fsum(c.rho for c in self.charges if c.node == name)
+
+    @contextmanager
+    def spending(self, name: str):
+        """Within the block, charges go to plan node ``name`` and may not pass its rho."""
+        if self.plan is None:
+            raise ValueError("this ledger has no plan")
+        if self.node is not None:
+            raise BudgetExceeded(f"{name}: charges already go to plan node {self.node!r}; nodes do not nest")
+        self.plan.node(name)  # KeyError for a node the plan does not have
+        self.node = name
+        try:
+            yield
+        finally:
+            self.node = None
 
     @property
     def spent(self) -> float:
@@ -146,7 +180,9 @@ class Ledger:
         """The largest rho one more charge can take (spent + remaining <= budget exactly)."""
         rhos = [c.rho for c in self.charges] + self.held
         left = self.budget - math.fsum(rhos)
-        while left > 0 and math.fsum(rhos + [left]) > self.budget:
+        if self.node is not None:
+            left = min(left, self.node_rho(self.node) - math.fsum([self.node_spent(self.node)] + self.held))
+        while left > 0 and not self._fits(left):
             left = math.nextafter(left, 0.0)
         return max(left, 0.0)
 
@@ -178,16 +214,23 @@ class Ledger:
     def charge(self, step: str, mechanism: str, sensitivity: float, noise_scale: float, rho: float,
                sensitivity_reason: str = "", sampler: str = "") -> Charge:
         """Record a step that costs ``rho`` (from ``grant``); BudgetExceeded if it does not fit."""
+        if self.plan is not None and self.node is None:
+            raise BudgetExceeded(f"{step}: a charge outside every plan node; charges go inside spending(node)")
         if not (rho > 0 and self._fits(rho)):
+            where = f" (node {self.node!r}: spent {self.node_spent(self.node):.6g} of {self.node_rho(self.node):.6g})" \
+                if self.node else ""
             raise BudgetExceeded(f"{step}: rho={rho:.6g} was not granted (spent {self.spent:.6g} of "
-                                 f"{self.budget:.6g})")
+                                 f"{self.budget:.6g}){where}")
         c = Charge(step, mechanism, float(sensitivity), float(noise_scale), float(rho),
-                   sensitivity_reason, sampler)
+                   sensitivity_reason, sampler, self.node or "")
         self.charges.append(c)
         return c
 
     def _fits(self, rho: float) -> bool:
-        return math.fsum([c.rho for c in self.charges] + [rho] + self.held) <= self.budget
+        if math.fsum([c.rho for c in self.charges] + [rho] + self.held) > self.budget:
+            return False
+        return self.node is None or math.fsum([self.node_spent(self.node), rho] + self.held) <= \
+            self.node_rho(self.node)
 
     def epsilon_spent(self) -> float:
         """The epsilon the charges amount to.  The budget is the largest rho whose guarantee
@@ -204,7 +247,16 @@ class Ledger:
             "epsilon_spent": self.epsilon_spent(),
             "conversion": "zCDP -> (eps, delta): Canonne-Kamath-Steinke 2020 tight bound",
             "charges": [asdict(c) for c in self.charges],
+            **({"plan": self._plan_dict()} if self.plan is not None else {}),
         }
+
+    def _plan_dict(self) -> dict:
+        """The plan with each top-level node's rho as the ledger grants it and the rho its charges spent."""
+        plan = self.plan.to_dict()
+        for node in plan["nodes"]:
+            node["rho"] = self.node_rho(node["name"])
+            node["spent"] = self.node_spent(node["name"])
+        return plan
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)

@@ -118,6 +118,14 @@ queries whose cells include them.  ``rng`` draws the noise (and the selections' 
         finally:
             self._ledger.unhold()
 
+    @contextmanager
+    def spending(self, node: str):
+        """Within the ``with`` block, every charge goes to the run plan's node ``node`` and ``remaining``
+        is what is left of it (the ledger refuses a charge past it; nodes do not nest, so a stage
+        inside one node cannot reach another's rho)."""
+        with self._ledger.spending(node):
+            yield
+
     @property
     def released(self) -> tuple[Measurement | Selection, ...]:
         """Every record this table has released, in order."""

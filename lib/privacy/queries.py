@@ -27,7 +27,7 @@ from typing import Mapping
 
 import numpy as np
 
-from lib.domain import Domain
+from lib.domain import Domain, scale_to_unit
 from lib.marginals import cell_index, count_marginal
 
 EXACT_BOX_COLUMNS = 12  # up to this many columns, max over [0,1]^p of ||Wx||_2 is found at the 2^p corners
@@ -42,10 +42,14 @@ class Records:
     numeric: Mapping[str, np.ndarray]
     domain: Domain
 
-    def scaled(self, columns: tuple[str, ...]) -> np.ndarray:
-        """n × p raw values of ``columns`` scaled to [0, 1] (NaN = null)."""
-        return np.column_stack([self.domain.scale(c, self.numeric[c]) for c in columns]) if columns else \
-            np.zeros((len(self.codes), 0))
+    def scaled(self, columns: tuple[str, ...], bounds: tuple[tuple[float, float], ...] = ()) -> np.ndarray:
+        """n × p raw values of ``columns`` scaled to [0, 1] (NaN = null) by their public range, or by
+        ``bounds`` (one (low, high) per column) where given; values outside are clipped to them."""
+        if not columns:
+            return np.zeros((len(self.codes), 0))
+        if bounds:
+            return np.column_stack([scale_to_unit(self.numeric[c], lo, hi) for c, (lo, hi) in zip(columns, bounds)])
+        return np.column_stack([self.domain.scale(c, self.numeric[c]) for c in columns])
 
     def cells(self, attrs: tuple[str, ...]) -> np.ndarray:
         """Flat cell index of every row in the marginal over ``attrs`` (0 for no attrs)."""
@@ -391,6 +395,7 @@ class Moments:
 
     columns: tuple[str, ...]
     by: tuple[str, ...] = ()
+    bounds: tuple[tuple[float, float], ...] = ()  # public clipping bounds per column; () for their ranges
     integer = False
 
     def validate(self, domain: Domain) -> None:
@@ -398,6 +403,9 @@ class Moments:
         _check_columns(domain, self.by, None, f"moments by {self.by}")
         if not self.columns:
             raise ValueError("moments need at least one numeric column")
+        if self.bounds and (len(self.bounds) != len(self.columns) or not all(
+                math.isfinite(lo) and math.isfinite(hi) and lo < hi for lo, hi in self.bounds)):
+            raise ValueError(f"moments of {self.columns}: bounds must be one finite (low < high) per column")
 
     def width(self) -> int:
         p = len(self.columns)
@@ -413,7 +421,7 @@ class Moments:
         return np.column_stack([np.ones(len(x)), x, x[:, i] * x[:, j]])
 
     def answer(self, records: Records) -> np.ndarray:
-        values = self.row_values(records.scaled(self.columns))
+        values = self.row_values(records.scaled(self.columns, self.bounds))
         cells, n_cells = records.cells(self.by), records.domain.size(self.by)
         return np.stack([np.bincount(cells, weights=values[:, k], minlength=n_cells)
                          for k in range(values.shape[1])], axis=-1)
@@ -421,11 +429,14 @@ class Moments:
     def sensitivity(self, theta: int, distinct: tuple[str, ...] = ()) -> Sensitivity:
         k = self.width()
         return per_row(self.describe(), k, math.sqrt(k), f"one row adds a vector of {k} values in [0, 1] (1, x_i, "
-                       f"x_i x_j) to its cell, at most {k} in L1 and sqrt({k}) in L2", theta, self.by, distinct)
+                       f"x_i x_j, each x clipped to its public bounds and scaled by them) to its cell, at most {k} "
+                       f"in L1 and sqrt({k}) in L2", theta, self.by, distinct)
 
     def describe(self) -> str:
         by = f" by {' × '.join(self.by)}" if self.by else ""
-        return f"first and second moments of {', '.join(self.columns)}{by}"
+        columns = [f"{c}[{lo:g},{hi:g}]" for c, (lo, hi) in zip(self.columns, self.bounds)] if self.bounds \
+            else self.columns
+        return f"first and second moments of {', '.join(columns)}{by}"
 
 
 @dataclass(frozen=True)

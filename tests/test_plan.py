@@ -1,0 +1,95 @@
+"""The budget plan (budget.py, lib/privacy/plan.py): built without private data, enforced by the ledger per node."""
+from pathlib import Path
+
+import pytest
+
+import main
+from api import plan, release
+from budget import GROUP_VALUES, METHOD, REWEIGHTING
+from lib.privacy.accounting import BudgetExceeded, Ledger
+from lib.privacy.plan import Node, Plan
+from test_rap import data
+from test_reliability import group_level_frame, group_level_schema, runs
+
+ROOT = Path(__file__).resolve().parent.parent
+PINNED = Path(__file__).parent / "fixtures" / "demo_plan.txt"
+
+
+def test_main_plan_for_the_demo_parameters_is_pinned(capsys):
+    """Reads parameters.json and the public file only; the printed tree is the one the fixture holds."""
+    code = main.main(["plan", "--params", str(ROOT / "parameters.json"), "--public",
+                      str(ROOT / "data" / "demo" / "public.csv"), "--quiet"])
+    assert code == 0
+    assert capsys.readouterr().out == PINNED.read_text()
+
+
+def test_a_plan_needs_no_private_file(tmp_path):
+    frame, params = data()
+    missing = tmp_path / "no-such-private.csv"
+    plans = plan(params, None, "histogram", reweight="moments:AGE[20,60]", reweight_share=0.2)
+    assert [p.epsilon for p in plans] == [1.0, 3.0] and not missing.exists()
+    first = plans[0]
+    assert [n.name for n in first.nodes] == ["values inside bins", REWEIGHTING, METHOD]
+    assert first.node(REWEIGHTING).share == 0.2 and "AGE [20, 60] ±" in first.node(REWEIGHTING).note
+    assert sum(n.share for n in first.nodes) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("method, options", [
+    ("dpsyn", {}), ("dpsyn", {"regime": "public"}), ("dpsyn", {"regime": "one-way"}),
+    ("dpsyn", {"regime": "two-way"}), ("dpsyn", {"regime": "adaptive"}), ("histogram", {}),
+    ("rap", {"target": "LABEL", "rounds": 2, "per_round": 2, "rows": 100, "steps": 3}),
+    ("superquail", {"target": "LABEL"}),
+])
+def test_every_charge_names_a_node_and_each_node_stays_within_its_rho(method, options):
+    frame, params = data()
+    params = dict(params, runs=params["runs"][:1])
+    (run,) = release(frame, params, None, method, options, seed=4, group_columns=("SEX",),
+                     reweight="moments:AGE,HOURS", reweight_share=0.1)
+    ledger = run.ledger
+    names = {n.name for n in ledger.plan.nodes}
+    assert all(c.node in names for c in ledger.charges)
+    for name in names:
+        assert ledger.node_spent(name) <= ledger.node_rho(name) * (1 + 1e-12)
+        assert ledger.node_spent(name) == pytest.approx(ledger.node_rho(name), rel=1e-9)  # each node spends its rho
+    assert ledger.spent <= ledger.budget and ledger.spent == pytest.approx(ledger.budget, rel=1e-9)
+    assert ledger.to_dict()["plan"]["nodes"][-1]["spent"] == pytest.approx(ledger.node_rho(METHOD))
+
+
+def test_group_level_values_are_one_node_with_a_child_per_column():
+    (run,) = release(group_level_frame(6), {"runs": runs(1), "schema": group_level_schema(6)}, seed=1)
+    node = run.ledger.plan.node(GROUP_VALUES)
+    assert node.share == pytest.approx(0.2) and len(node.children) == 6
+    assert run.ledger.node_spent(GROUP_VALUES) == pytest.approx(run.ledger.node_rho(GROUP_VALUES), rel=1e-9)
+
+
+def two_node_ledger() -> Ledger:
+    budget = Ledger(1.0, 1e-9).budget
+    return Ledger(1.0, 1e-9, plan=Plan(1.0, 1e-9, 1, budget, (Node("a", 0.25), Node("b", 0.75))))
+
+
+def test_a_charge_past_its_node_or_outside_every_node_is_refused():
+    ledger = two_node_ledger()
+    with pytest.raises(BudgetExceeded, match="outside every plan node"):
+        ledger.charge("loose", "gaussian", 1.0, 1.0, 1e-6)
+    with ledger.spending("a"):
+        assert ledger.remaining == pytest.approx(0.25 * ledger.budget)
+        with pytest.raises(BudgetExceeded, match="node 'a'"):
+            ledger.charge("too much", "gaussian", 1.0, 1.0, 0.3 * ledger.budget)
+        ledger.charge("all of a", "gaussian", 1.0, 1.0, ledger.remaining)
+        assert ledger.remaining == 0.0
+        with pytest.raises(BudgetExceeded, match="do not nest"):
+            with ledger.spending("b"):
+                pass
+    with ledger.spending("b"):
+        ledger.charge("all of b", "gaussian", 1.0, 1.0, ledger.grant(0.75 * ledger.budget, "b"))
+    assert ledger.spent <= ledger.budget and ledger.spent == pytest.approx(ledger.budget, rel=1e-12)
+    with pytest.raises(KeyError):
+        with ledger.spending("c"):
+            pass
+
+
+def test_a_plan_refuses_shares_that_do_not_sum_to_one():
+    with pytest.raises(ValueError, match="sum to 1"):
+        Plan(1.0, 1e-9, 1, 0.01, (Node("a", 0.5), Node("b", 0.4)))
+    with pytest.raises(ValueError, match="distinct names"):
+        Plan(1.0, 1e-9, 1, 0.01, (Node("a", 0.5), Node("a", 0.5)))
