@@ -186,6 +186,9 @@ def plan(params: Mapping | str | Path | Schema, public: pd.DataFrame | str | Pat
         else load_schema(params)
     spec = _method(method)
     method_options = spec.make_options(options)
+    problems = spec.check(method_options, schema) if spec.check is not None else []
+    if problems:
+        raise OptionError(problems)
     groups = _check_settings(schema, group_columns, None, 1, "error", bins)
     reweighting = None if reweight is None else parse_reweight(
         reweight, schema.names, [c.name for c in schema.columns if c.kind == NUMERIC], reweight_share, reweight_floor)

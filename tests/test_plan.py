@@ -23,6 +23,12 @@ def test_main_plan_for_the_demo_parameters_is_pinned(capsys):
     assert capsys.readouterr().out == PINNED.read_text()
 
 
+def test_plan_refuses_what_a_release_would_refuse(capsys):
+    code = main.main(["plan", "--params", str(ROOT / "parameters.json"), "--method", "superquail", "--quiet"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "needs --target" in err[0]
+
+
 def test_a_plan_needs_no_private_file(tmp_path):
     frame, params = data()
     missing = tmp_path / "no-such-private.csv"
