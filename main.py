@@ -28,6 +28,16 @@ from method.bin_values import SHARE as BIN_VALUES_SHARE
 from method.reweight import SHARE as REWEIGHT_SHARE
 
 COMMANDS = ("synthesize", "validate", "score", "report", "plan")
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows an option's default only where it has a real one (not None, not for a required option,
+    not where the help already names it)."""
+
+    def _get_help_string(self, action):
+        if action.default is None or action.required or "default" in (action.help or ""):
+            return action.help
+        return super()._get_help_string(action)
 OPTION_PREFIX = "method_option_"
 
 
@@ -39,11 +49,11 @@ def build_parser() -> argparse.ArgumentParser:
                     "and writes one submission CSV holding every run plus one privacy-ledger JSON per run.",
         epilog="Example: python main.py --params parameters.json --private data/demo/private.csv "
                "--public data/demo/public.csv --output output/submission.csv",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=HelpFormatter)
     sub = parser.add_subparsers(dest="command", metavar="{synthesize,validate,score,report,plan}")
 
     syn = sub.add_parser("synthesize", help="write a DP synthetic table (default command)",
-                         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                         formatter_class=HelpFormatter)
     syn.add_argument("--params", required=True, type=Path,
                      help="parameters JSON (NIST Sprint-2 format): runs (epsilon, delta, max_records, "
                           "max_records_per_individual) and schema")
@@ -102,7 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_method_options(syn)
 
     pln = sub.add_parser("plan", help="print each run's budget plan (shares of rho and their noise) without "
-                                      "reading any private data", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                      "reading any private data", formatter_class=HelpFormatter)
     pln.add_argument("--params", required=True, type=Path, help="parameters JSON (runs and schema)")
     pln.add_argument("--public", type=Path, help="optional public CSV, as for synthesize")
     pln.add_argument("--method", choices=sorted(METHODS), default="dpsyn", help="the method the release would use")
@@ -121,7 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     score = sub.add_parser("score", help="compare a synthetic table or submission with the real table "
                                          "(not DP: do not publish the numbers)",
-                           formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                           formatter_class=HelpFormatter)
     score.add_argument("--real", required=True, type=Path, help="real CSV with every schema column")
     score.add_argument("--synthetic", required=True, type=Path,
                        help="synthetic CSV or submission (an 'epsilon' column splits it into runs)")
@@ -130,7 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     rep = sub.add_parser("report", help="HTML report with plots: error against epsilon per method, per-column "
                                         "distributions, 2-way error heat maps (not DP: do not publish it)",
-                         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                         formatter_class=HelpFormatter)
     rep.add_argument("--real", required=True, type=Path, help="real CSV with every schema column")
     rep.add_argument("--synthetic", required=True, nargs="+", metavar="[LABEL=]PATH",
                      help="one submission per method, optionally labelled (dpsyn=out/a.csv histogram=out/b.csv)")
@@ -157,12 +167,15 @@ def _add_method_options(parser: argparse.ArgumentParser) -> None:
         if not fields:
             continue
         group = parser.add_argument_group(f"{spec.name} options", f"only with --method {spec.name}")
+        owners = option_owners()
         for f in fields:
             meta = f.metadata
             default = "" if f.default is None else f" (default: {f.default})"
+            also = [m for m in owners[f.name] if m != spec.name]
+            shared = f" (also with --method {' and '.join(also)})" if also else ""
             group.add_argument(flag(f.name), dest=OPTION_PREFIX + f.name, type=meta["type"], choices=meta["choices"],
                                metavar=None if meta["choices"] else f.name.upper(), default=argparse.SUPPRESS,
-                               help=meta["help"] + default)
+                               help=meta["help"] + default + shared)
             added.add(f.name)
 
 
