@@ -127,13 +127,7 @@ def release(private: pd.DataFrame | str | Path, params: Mapping | str | Path | S
     is written.
     """
     started = time.perf_counter()
-    schema = params if isinstance(params, Schema) else parse_schema(params) if isinstance(params, Mapping) \
-        else load_schema(params)
-    spec = _method(method)
-    method_options = spec.make_options(options)
-    problems = spec.check(method_options, schema) if spec.check is not None else []
-    if problems:
-        raise OptionError(problems)
+    schema, spec, method_options = _request(params, method, options)
     groups = _check_settings(schema, group_columns, id_column, jobs, on_invalid, bins)
     for warning in delta_warnings(schema.runs):
         log.warning("warning: %s", warning)
@@ -182,13 +176,7 @@ def plan(params: Mapping | str | Path | Schema, public: pd.DataFrame | str | Pat
     """Each run's budget plan (lib/privacy/plan.py) as ``release`` with the same arguments would spend
     it, from the parameters, the method and the public file alone: no private data is read.  Bad input
     raises one of ``BAD_INPUT``."""
-    schema = params if isinstance(params, Schema) else parse_schema(params) if isinstance(params, Mapping) \
-        else load_schema(params)
-    spec = _method(method)
-    method_options = spec.make_options(options)
-    problems = spec.check(method_options, schema) if spec.check is not None else []
-    if problems:
-        raise OptionError(problems)
+    schema, spec, method_options = _request(params, method, options)
     groups = _check_settings(schema, group_columns, None, 1, "error", bins)
     reweighting = None if reweight is None else parse_reweight(
         reweight, schema.names, [c.name for c in schema.columns if c.kind == NUMERIC], reweight_share, reweight_floor)
@@ -198,6 +186,18 @@ def plan(params: Mapping | str | Path | Schema, public: pd.DataFrame | str | Pat
     if problems:
         raise OptionError(problems)
     return [plan_run(run, stages, spec, method_options, bool(groups)) for run in side.schema.runs]
+
+
+def _request(params, method: str, options) -> tuple[Schema, Method, Any]:
+    """The schema, the method and its options, checked against each other (no data read)."""
+    schema = params if isinstance(params, Schema) else parse_schema(params) if isinstance(params, Mapping) \
+        else load_schema(params)
+    spec = _method(method)
+    method_options = spec.make_options(options)
+    problems = spec.check(method_options, schema) if spec.check is not None else []
+    if problems:
+        raise OptionError(problems)
+    return schema, spec, method_options
 
 
 def _distinct(schema: Schema, given: Sequence[str] | None) -> tuple[str, ...]:
