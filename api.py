@@ -51,8 +51,6 @@ from method import METHODS
 from method.base import Method, OptionError, PublicData, RunContext, SynthesisResult
 from method.bin_values import measure_bin_values
 from method.group_values import measure_group_values
-from method.reweight import FLOOR as REWEIGHT_FLOOR
-from method.reweight import SHARE as REWEIGHT_SHARE
 from method.reweight import ReweightSpec, parse_reweight, reweight_cell_problems, reweight_rows, with_bounds
 from method.structure import finish
 
@@ -97,8 +95,8 @@ def release(private: pd.DataFrame | str | Path, params: Mapping | str | Path | S
             id_column: str | None = None, group_columns: Sequence[str] | None = None, jobs: int = 1,
             on_invalid: str = "error", bins: int = DEFAULT_BINS, show_private_counts: bool = False,
             derive: bool = True, distinct_per_individual: Sequence[str] | None = None,
-            reweight: str | Sequence[str] | None = None, reweight_share: float = REWEIGHT_SHARE,
-            reweight_floor: float = REWEIGHT_FLOOR, bin_values: bool = True,
+            reweight: str | Sequence[str] | None = None, reweight_share: float | None = None,
+            reweight_floor: float | None = None, bin_values: bool = True,
             output: str | Path | None = None) -> list[RunRelease]:
     """One synthetic table per run of ``params`` (a parameters dict, a path to one, or a Schema).
 
@@ -171,8 +169,8 @@ def release(private: pd.DataFrame | str | Path, params: Mapping | str | Path | S
 def plan(params: Mapping | str | Path | Schema, public: pd.DataFrame | str | Path | None = None,
          method: str = "dpsyn", options: Mapping[str, Any] | Any | None = None, *,
          group_columns: Sequence[str] | None = None, bins: int = DEFAULT_BINS, derive: bool = True,
-         reweight: str | Sequence[str] | None = None, reweight_share: float = REWEIGHT_SHARE,
-         reweight_floor: float = REWEIGHT_FLOOR, bin_values: bool = True) -> list[Plan]:
+         reweight: str | Sequence[str] | None = None, reweight_share: float | None = None,
+         reweight_floor: float | None = None, bin_values: bool = True) -> list[Plan]:
     """Each run's budget plan (lib/privacy/plan.py) as ``release`` with the same arguments would spend
     it, from the parameters, the method and the public file alone: no private data is read.  Bad input
     raises one of ``BAD_INPUT``."""

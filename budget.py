@@ -18,16 +18,13 @@ from dataloader.schema import Run
 from dataloader.structure import Structure
 from lib.privacy.accounting import gaussian_sigma, rho_from_eps_delta
 from lib.privacy.plan import Node, Plan
+from lib.tuning import T
 from method.base import Method
-from method.bin_values import SHARE as BIN_VALUES_SHARE
-from method.bin_values import SUB_BINS, detail_columns
-from method.group_values import CAP as GROUP_VALUES_CAP
-from method.group_values import SHARE as GROUP_VALUE_SHARE
+from method.bin_values import detail_columns
 from method.group_values import rounds_needed
 from method.reweight import ReweightSpec, noise_in_units
 
 GROUP_VALUES, BIN_VALUES, REWEIGHTING, METHOD = "group-level values", "values inside bins", "reweighting", "method"
-MAX_STAGE_SHARE = 0.75  # the stages around the method (group-level values, values inside bins, reweighting) at most
 
 
 @dataclass(frozen=True)
@@ -54,23 +51,23 @@ class Stages:
     def shares(self) -> dict[str, float]:
         """Each stage's share of a run's rho (0 where it measures nothing)."""
         k = len(self.group_level)
-        return {GROUP_VALUES: group_value_share(k) * k, BIN_VALUES: BIN_VALUES_SHARE if self.detailed else 0.0,
+        return {GROUP_VALUES: group_value_share(k) * k, BIN_VALUES: T.bin_values_share if self.detailed else 0.0,
                 REWEIGHTING: self.reweighting.share if self.reweighting else 0.0}
 
     def problems(self) -> list[str]:
-        """One line when the stages would leave the method less than 1 - MAX_STAGE_SHARE of the rho."""
+        """One line when the stages would leave the method less than 1 - budget_max_stage_share of the rho."""
         shares = self.shares()
-        if sum(shares.values()) <= MAX_STAGE_SHARE:
+        if sum(shares.values()) <= T.budget_max_stage_share:
             return []
         return ["the stages around the method would take " + ", ".join(
             f"{name} {share:.0%}" for name, share in shares.items() if share) +
-            f" of each run's rho, more than {MAX_STAGE_SHARE:.0%} together; lower --reweight-share"]
+            f" of each run's rho, more than {T.budget_max_stage_share:.0%} together; lower --reweight-share"]
 
 
 def group_value_share(columns: int) -> float:
     """Each group-level numeric column's share of a run's rho: GROUP_VALUE_SHARE, shrunk so that all of
     them together take at most GROUP_VALUES_CAP."""
-    return min(GROUP_VALUE_SHARE, GROUP_VALUES_CAP / columns) if columns else 0.0
+    return min(T.group_values_share, T.group_values_cap / columns) if columns else 0.0
 
 
 def stages_of(encoder: Encoder, structure: Structure, spec: Method, reweighting: ReweightSpec | None,
@@ -101,7 +98,7 @@ def plan_run(run: Run, stages: Stages, spec: Method, options, has_groups: bool) 
         nodes.append(Node(GROUP_VALUES, shares[GROUP_VALUES], "one value per group cell, by noisy argmax", children))
     if stages.detailed:
         sigma = gaussian_sigma(theta, shares[BIN_VALUES] * rho / len(stages.detailed))
-        nodes.append(Node(BIN_VALUES, shares[BIN_VALUES], f"{', '.join(stages.detailed)}: counts in {SUB_BINS} "
+        nodes.append(Node(BIN_VALUES, shares[BIN_VALUES], f"{', '.join(stages.detailed)}: counts in {T.bin_values_sub_bins} "
                           f"sub-bins a bin, noise sd {sigma:.3g} rows per sub-bin"))
     if stages.reweighting is not None:
         rw = stages.reweighting

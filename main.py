@@ -22,10 +22,9 @@ from dataloader.schema import NUMERIC, SchemaError, load_schema
 from dataloader.submission import check_submission
 from dataloader.writing import StagedFiles, check_writable, committed_paths
 from lib.interrupts import raise_on_stop
+from lib.tuning import T
 from method import METHODS
 from method.base import OptionError, flag
-from method.bin_values import SHARE as BIN_VALUES_SHARE
-from method.reweight import SHARE as REWEIGHT_SHARE
 
 COMMANDS = ("synthesize", "validate", "score", "report", "plan")
 
@@ -79,9 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "cannot be clipped), or drop the rows")
     syn.add_argument("--bins", type=int, default=DEFAULT_BINS,
                      help="bins for numeric columns whose schema entry gives none")
-    syn.add_argument("--no-derive", action="store_true",
-                     help="synthesize every column as it is: no derived, null-linked or group-level columns "
-                          "(found in the public file or declared); edit rules still hold")
+    syn.add_argument("--no-derive", action="store_true", help=argparse.SUPPRESS)  # expert: plan --tuning
     syn.add_argument("--distinct-per-individual", default=None, metavar="COLUMNS",
                      help="comma-separated categorical columns in which no two rows of one individual agree "
                           "(Sprint 2: YEAR); bounding keeps one row per individual per value, and marginals that "
@@ -99,12 +96,12 @@ def build_parser() -> argparse.ArgumentParser:
                           "columns); several joined with ';' or by repeating the flag")
     syn.add_argument("--reweight-share", type=float, default=None,
                      help=f"with --reweight: share of each run's budget spent measuring them (default: "
-                          f"{REWEIGHT_SHARE})")
+                          f"{T.reweight_share})")
     syn.add_argument("--bin-values", action=argparse.BooleanOptionalAction, default=True,
-                     help=f"numeric columns without public values: spend {BIN_VALUES_SHARE:.0%}% of each run's budget "
-                          "on how the rows fall inside their bins, and draw values by it instead of evenly (zeros, "
-                          "top codes and crowded ends of wide bins come through; not for rap; "
-                          "--no-bin-values draws them evenly)")
+                     help=argparse.SUPPRESS)  # expert: plan --tuning
+    syn.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                     help="experts and benchmarks: override a tuned value for this run (python main.py plan "
+                          "--tuning lists them); a release needs none")
     loudness = syn.add_mutually_exclusive_group()
     loudness.add_argument("--quiet", action="store_true", help="only warnings and errors on stderr")
     loudness.add_argument("--verbose", action="store_true",
@@ -113,15 +110,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     pln = sub.add_parser("plan", help="print each run's budget plan (shares of rho and their noise) without "
                                       "reading any private data", formatter_class=HelpFormatter)
-    pln.add_argument("--params", required=True, type=Path, help="parameters JSON (runs and schema)")
+    pln.add_argument("--params", type=Path, help="parameters JSON (runs and schema); required but with --tuning")
+    pln.add_argument("--tuning", action="store_true",
+                     help="instead, list every tuned value (lib/tuning.py, settable with --set) and the expert "
+                          "options of each method, with what each means")
+    pln.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="as for synthesize")
     pln.add_argument("--public", type=Path, help="optional public CSV, as for synthesize")
     pln.add_argument("--method", choices=sorted(METHODS), default="dpsyn", help="the method the release would use")
     pln.add_argument("--group-columns", default=None, help="as for synthesize")
     pln.add_argument("--bins", type=int, default=DEFAULT_BINS, help="as for synthesize")
-    pln.add_argument("--no-derive", action="store_true", help="as for synthesize")
+    pln.add_argument("--no-derive", action="store_true", help=argparse.SUPPRESS)
     pln.add_argument("--reweight", action="append", default=None, metavar="SPEC", help="as for synthesize")
     pln.add_argument("--reweight-share", type=float, default=None, help="as for synthesize")
-    pln.add_argument("--bin-values", action=argparse.BooleanOptionalAction, default=True, help="as for synthesize")
+    pln.add_argument("--bin-values", action=argparse.BooleanOptionalAction, default=True, help=argparse.SUPPRESS)
     pln.add_argument("--quiet", action="store_true", help="only warnings and errors on stderr")
     _add_method_options(pln)
 
@@ -160,13 +161,16 @@ def option_owners() -> dict[str, list[str]]:
 
 
 def _add_method_options(parser: argparse.ArgumentParser) -> None:
-    """One argument group per method with options; a flag shared by methods is listed once."""
+    """One argument group per method with options; a flag shared by methods is listed once; expert
+    options are accepted but left out of --help (``plan --tuning`` lists them)."""
     added = set()
     for spec in METHODS.values():
         fields = [f for f in dataclasses.fields(spec.options) if f.name not in added]
         if not fields:
             continue
-        group = parser.add_argument_group(f"{spec.name} options", f"only with --method {spec.name}")
+        shown = any(not f.metadata["expert"] for f in fields)
+        group = parser.add_argument_group(f"{spec.name} options", f"only with --method {spec.name}") if shown \
+            else parser
         owners = option_owners()
         for f in fields:
             meta = f.metadata
@@ -175,7 +179,7 @@ def _add_method_options(parser: argparse.ArgumentParser) -> None:
             shared = f" (also with --method {' and '.join(also)})" if also else ""
             group.add_argument(flag(f.name), dest=OPTION_PREFIX + f.name, type=meta["type"], choices=meta["choices"],
                                metavar=None if meta["choices"] else f.name.upper(), default=argparse.SUPPRESS,
-                               help=meta["help"] + default + shared)
+                               help=argparse.SUPPRESS if meta["expert"] else meta["help"] + default + shared)
             added.add(f.name)
 
 
@@ -251,6 +255,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def synthesize_command(args) -> int:
+    with T.overridden(settings(args.set)):
+        return _synthesize(args)
+
+
+def _synthesize(args) -> int:
     if args.reweight is None and args.reweight_share is not None:
         raise OptionError(["--reweight-share needs --reweight SPEC"])
     runs = release(args.private, args.params, args.public, args.method, method_options(args), seed=args.seed,
@@ -258,7 +267,7 @@ def synthesize_command(args) -> int:
                    on_invalid=args.on_invalid, bins=args.bins, show_private_counts=args.show_private_counts,
                    derive=not args.no_derive, distinct_per_individual=_column_list(args.distinct_per_individual),
                    reweight=args.reweight,
-                   reweight_share=REWEIGHT_SHARE if args.reweight_share is None else args.reweight_share,
+                   reweight_share=T.reweight_share if args.reweight_share is None else args.reweight_share,
                    bin_values=args.bin_values, output=args.output)
     for path in [args.output] + [ledger_path(args.output, r.epsilon) for r in runs]:
         print(path)
@@ -266,16 +275,65 @@ def synthesize_command(args) -> int:
 
 
 def plan_command(args) -> int:
-    """Print each run's budget plan on stdout; reads the parameters and the public file only."""
+    """Print each run's budget plan on stdout (or, with --tuning, the tuned values and expert options);
+    reads the parameters and the public file only."""
+    with T.overridden(settings(args.set)):
+        return _plan(args)
+
+
+def _plan(args) -> int:
+    if args.tuning:
+        print("\n".join(tuning_lines()))
+        return 0
+    if args.params is None:
+        raise OptionError(["plan needs --params (or --tuning)"])
     if args.reweight is None and args.reweight_share is not None:
         raise OptionError(["--reweight-share needs --reweight SPEC"])
     plans = plan(args.params, args.public, args.method, method_options(args),
                  group_columns=_column_list(args.group_columns), bins=args.bins, derive=not args.no_derive,
                  reweight=args.reweight,
-                 reweight_share=REWEIGHT_SHARE if args.reweight_share is None else args.reweight_share,
+                 reweight_share=T.reweight_share if args.reweight_share is None else args.reweight_share,
                  bin_values=args.bin_values)
     print("\n".join(line for p in plans for line in p.lines()))
     return 0
+
+
+def settings(assignments: list[str]) -> dict[str, str]:
+    """``--set NAME=VALUE`` items as {name: value}, each logged as a warning; OptionError lists every bad
+    one (an unknown name, a value of the wrong type)."""
+    problems, out = [], {}
+    for item in assignments:
+        name, sep, value = (part.strip() for part in item.partition("="))
+        if not sep:
+            problems.append(f"--set {item}: give NAME=VALUE")
+            continue
+        try:
+            with T.overridden({name: value}):  # checks the name and the value's type
+                pass
+        except ValueError as exc:
+            problems.append(str(exc))
+            continue
+        out[name] = value
+    if problems:
+        raise OptionError(problems)
+    for name, value in out.items():
+        logging.getLogger("dpsyn").warning("warning: --set %s=%s overrides a tuned value (experiments only)",
+                                           name, value)
+    return out
+
+
+def tuning_lines() -> list[str]:
+    """The tuning table (name = value: meaning) and each method's expert options (flag, default, meaning)."""
+    lines = ["tuned values (--set NAME=VALUE; where each came from: docs/tuning.md):"]
+    lines += [f"  {name} = {value!r}: {meaning}" for name, value, meaning in T.rows()]
+    for spec in METHODS.values():
+        expert = [f for f in dataclasses.fields(spec.options) if f.metadata["expert"]]
+        if expert:
+            lines.append(f"expert options of --method {spec.name}:")
+            lines += [f"  {flag(f.name)} (default {f.default}): {f.metadata['help']}" for f in expert]
+    lines.append("expert release options: --no-derive (synthesize every column as it is: no derived, null-linked "
+                 "or group-level columns), --no-bin-values (draw numeric values evenly inside their bins)")
+    return lines
 
 
 def _column_list(option: str | None) -> tuple[str, ...] | None:

@@ -70,7 +70,7 @@ from dataloader.reading import public_ranges, read_csv_text, validate  # noqa: E
 from dataloader.schema import parse_schema  # noqa: E402
 from evaluation.scoring import EvaluationOptions, Evaluator  # noqa: E402
 from lib.privacy.bounding import bound_contributions  # noqa: E402
-from method.reweight import SHARE as REWEIGHT_SHARE  # noqa: E402
+from lib.tuning import T
 
 SHARED = Path(os.environ.get("BENCH_DATA", ROOT.parent / "shared" / "data"))  # BENCH_DATA: a copy elsewhere
 VARIANTS = {"histogram": ("histogram", {}), "dpsyn": ("dpsyn", {}), "dpsyn-select": ("dpsyn", {"marginals": "select"}),
@@ -235,7 +235,7 @@ def sprint2(rows: int = 100_000) -> Dataset:
 DATASETS = {"demo": demo, "demo_private_only": demo_private_only, "acs_income": acs_income, "adult": adult,
             "adult_raw": adult_raw, "ct_drug_deaths": ct_drug_deaths, "acs_split": acs_split, "sprint2": sprint2}
 _DATA: Dataset | None = None  # the dataset of the current batch, inherited by forked runs
-_SHARE = REWEIGHT_SHARE  # the +reweight variants' share, set by --reweight-share
+_SHARE = T.reweight_share  # the +reweight variants' share, set by --reweight-share
 _REWEIGHT = "moments:*"  # the +reweight variants' measures, set by --reweight
 _SUPERQUAIL: dict = {}  # --superquail-alpha / --superquail-beta
 _RAP: dict = {}  # --rap-rows / --rap-device
@@ -307,7 +307,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--first-seed", type=int, default=0,
                         help="seeds first-seed .. first-seed + seeds - 1 (to run seeds in separate processes)")
-    parser.add_argument("--reweight-share", type=float, default=REWEIGHT_SHARE,
+    parser.add_argument("--reweight-share", type=float, default=T.reweight_share,
                         help="the +reweight variants' share of the budget for the moments of every numeric column")
     parser.add_argument("--reweight", default=_REWEIGHT,
                         help="the +reweight variants' measures (main.py's --reweight SPEC; default: moments:*)")

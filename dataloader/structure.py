@@ -29,9 +29,8 @@ from dataloader.encoding import Encoder
 from dataloader.rules import Atom
 from dataloader.schema import CATEGORICAL, Column, Schema
 from lib.constraints import Box, Boxes, Derivation, NullLink
+from lib.tuning import T
 
-MIN_SUPPORT = 20  # public rows a finding needs on each side
-CHANCE = 1e-9  # largest chance of a finding between unrelated columns
 
 
 @dataclass(frozen=True)
@@ -77,8 +76,8 @@ def _is_null(series: pd.Series, col: Column) -> np.ndarray:
 
 def null_switches(schema: Schema, public: pd.DataFrame) -> list[NullSwitch]:
     """Where, in the typed public data, a numeric column's low (or high) end has another column
-    always null, on at least MIN_SUPPORT rows, with the chance of that under the other column's
-    null rate above the switch below CHANCE."""
+    always null, on at least structure_min_support rows, with the chance of that under the other column's
+    null rate above the switch below structure_chance."""
     found = []
     for col in schema.columns:
         if col.kind == CATEGORICAL:
@@ -97,7 +96,7 @@ def null_switches(schema: Schema, public: pd.DataFrame) -> list[NullSwitch]:
                 outside = xs < edge if below else xs > edge
                 support = int(outside.sum())
                 rate = yn[~outside].mean()
-                if support >= MIN_SUPPORT and (rate == 0 or support * math.log(rate) < math.log(CHANCE)):
+                if support >= T.structure_min_support and (rate == 0 or support * math.log(rate) < math.log(T.structure_chance)):
                     found.append(NullSwitch(col.name, other.name, float(edge), below, support))
     return found
 
@@ -221,7 +220,7 @@ def _mapping(public_codes, p: int, c: int, sizes) -> np.ndarray:
 
 def _is_function(public_codes, p: int, c: int, sizes) -> bool:
     """c is a function of p on the public rows, c is not constant, and independent columns would
-    give a function this well supported with chance below CHANCE."""
+    give a function this well supported with chance below structure_chance."""
     joint = _joint(public_codes, p, c, sizes)
     if ((joint > 0).sum(axis=1) > 1).any():
         return False
@@ -232,7 +231,7 @@ def _is_function(public_codes, p: int, c: int, sizes) -> bool:
     per_value = joint.sum(axis=1)
     per_value = per_value[per_value > 1]
     chance = sum(logsumexp(m * logp) for m in per_value)
-    return chance < math.log(CHANCE)
+    return chance < math.log(T.structure_chance)
 
 
 def _null_links(schema: Schema, encoder: Encoder, public: pd.DataFrame, children: set[int], derivations,
@@ -248,7 +247,7 @@ def _null_links(schema: Schema, encoder: Encoder, public: pd.DataFrame, children
                 continue
             same = np.array_equal(nulls[a], nulls[b])
             n_null = int(nulls[a].sum())
-            if not same or n_null < MIN_SUPPORT or len(nulls[a]) - n_null < MIN_SUPPORT:
+            if not same or n_null < T.structure_min_support or len(nulls[a]) - n_null < T.structure_min_support:
                 continue
             parent, child = (a, b) if sizes[a] >= sizes[b] else (b, a)
             if child in linked:
@@ -291,7 +290,7 @@ def _group_level(schema: Schema, public_text, group_columns, children: set[str],
             per_cell = values.groupby(keys[within]).nunique()
             rows = keys[within].value_counts().to_numpy()
             chance = sum(logsumexp(m * np.log(freq)) for m in rows if m > 1)
-            if (per_cell == 1).all() and chance < math.log(CHANCE):
+            if (per_cell == 1).all() and chance < math.log(T.structure_chance):
                 found.append((col.name, within))
                 notes.append(f"group-level column: {col.name} holds one value per {' × '.join(within)} in the "
                              f"public data ({per_cell.size} cells); each group gets one value")

@@ -20,15 +20,13 @@ import itertools
 
 import numpy as np
 
-ROUNDS = 10
-TOLERANCE = 1e-12
-MAX_FIT_ITERATIONS = 2000
-PSEUDO_SHARE = 1e-3
+from lib.tuning import T
+
 
 
 def make_consistent(marginals: list[tuple[tuple[str, ...], np.ndarray, float]],
-                    rounds: int = ROUNDS, tolerance: float = TOLERANCE,
-                    fit_iterations: int = MAX_FIT_ITERATIONS) -> list[np.ndarray]:
+                    rounds: int | None = None, tolerance: float | None = None,
+                    fit_iterations: int | None = None) -> list[np.ndarray]:
     """Consistent, non-negative copies of ``marginals`` (attrs, noisy counts shaped by attrs, noise sd).
 
     Afterwards every marginal has the same total, no negative cell, and any two agree on
@@ -37,6 +35,9 @@ def make_consistent(marginals: list[tuple[tuple[str, ...], np.ndarray, float]],
     marginals), unless the final fitting stops at ``fit_iterations`` sweeps first.
     Noise-free, consistent input is returned unchanged.
     """
+    rounds = T.consistency_rounds if rounds is None else rounds  # defaults: the tuning table's, read now
+    tolerance = T.consistency_tolerance if tolerance is None else tolerance
+    fit_iterations = T.consistency_max_fit_iterations if fit_iterations is None else fit_iterations
     attrs = [tuple(a) for a, _, _ in marginals]
     values = [np.array(v, dtype=np.float64) for _, v, _ in marginals]
     sigmas = [max(float(s), 1e-12) for _, _, s in marginals]
@@ -116,18 +117,19 @@ def _agree_on(subset, members, attrs, values, sigmas) -> None:
 
 
 def fit_to_margins(v: np.ndarray, attrs: tuple, targets: dict, tolerance: float,
-                   max_iterations: int = MAX_FIT_ITERATIONS) -> np.ndarray:
+                   max_iterations: int | None = None) -> np.ndarray:
     """Iterative proportional fitting of non-negative ``v`` (axes named by ``attrs``) to each
     subset's target projection (``targets``: subset of attrs -> array), until every projection
     is within ``tolerance`` or ``max_iterations`` sweeps are done (``tolerance`` 0: exactly
     ``max_iterations`` sweeps, with no convergence check).
 
     Input that already fits is returned as it is; otherwise every cell first gets
-    PSEUDO_SHARE of the mean cell, so that a slice with no mass can take its target's.
+    consistency_pseudo_share of the mean cell, so that a slice with no mass can take its target's.
     """
+    max_iterations = T.consistency_max_fit_iterations if max_iterations is None else max_iterations
     if tolerance > 0 and all(np.abs(_projection(v, attrs, s) - t).max() <= tolerance for s, t in targets.items()):
         return v
-    v = v + PSEUDO_SHARE * v.sum() / v.size  # every cell positive: IPF converges geometrically
+    v = v + T.consistency_pseudo_share * v.sum() / v.size  # every cell positive: IPF converges geometrically
     # axis bookkeeping once per fit: each target moved into attrs order, shaped to broadcast
     plans = []
     for subset, target in targets.items():

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-REPAIR_PASSES = 8
+from lib.tuning import T
+
 
 
 @dataclass(frozen=True)
@@ -107,7 +108,7 @@ def repair(codes: np.ndarray, boxes: Boxes, rng: np.random.Generator, keep: tupl
     out = np.array(codes, dtype=np.int32, copy=True)
     if not boxes or len(out) == 0:
         return out
-    for _ in range(REPAIR_PASSES):
+    for _ in range(T.constraints_repair_passes):
         bad = boxes.forbidden(out)
         if not bad.any():
             return out

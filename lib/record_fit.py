@@ -16,7 +16,7 @@ best when it lowers the loss: every code of a column of at most ``tries`` codes,
 random ones; for a numeric value ``tries`` new values, half copied from a random record's value
 of that column, half drawn uniformly inside a random interval between the column's single-column
 cuts and bin edges.  A copied null is a try only in a ``nullable`` column, and only there does a
-null value move, with NULL_TRIES tries (a query that reads a null value counts the record in its
+null value move, with record_fit_null_tries tries (a query that reads a null value counts the record in its
 null slot or bin).  Fixed columns (group columns) are never changed.
 
 Reads only records and targets, never private data: costs no privacy budget.
@@ -27,9 +27,8 @@ import numba
 import numpy as np
 
 from lib.relaxed import Fit
+from lib.tuning import T
 
-NULL_TRIES = 2  # tries for a null value (one copied, one drawn), fewer than for a value: nulls have no place to
-                # be tried at, only whether to be a value (the demo at eps 1: the same error as with ``tries``)
 
 
 def fit_records(codes: np.ndarray, sizes: tuple[int, ...], values: np.ndarray, fits: list[Fit],
@@ -103,7 +102,7 @@ def fit_records(codes: np.ndarray, sizes: tuple[int, ...], values: np.ndarray, f
                              direction, cuts, cut_ptr, nslots, res, res_ptr, weights, cat_q, cat_stride, cat_ptr,
                              num_q, num_w, num_ptr, np.concatenate(edges + [np.zeros(0)]), edge_ptr, bin_q, bin_col,
                              bin_edges, bin_eptr, bin_null, bin_stride, nb_entry, nb_ptr, may_null, sweeps, tries,
-                             int(rng.integers(2 ** 62)))
+                             T.record_fit_null_tries, int(rng.integers(2 ** 62)))
     return codes.astype(np.int32), out, before, after
 
 
@@ -131,7 +130,8 @@ def _bin(bin_edges, bin_eptr, bin_null, e, x):
 @numba.njit(cache=True)
 def _descend(codes, sizes, values, by, by_stride, by_ptr, cols, col_ptr, direction, cuts, cut_ptr, nslots,
              res, res_ptr, weights, cat_q, cat_stride, cat_ptr, num_q, num_w, num_ptr, edges, edge_ptr, bin_q, bin_col,
-             bin_edges, bin_eptr, bin_null, bin_stride, nb_entry, nb_ptr, may_null, sweeps, tries, seed):
+             bin_edges, bin_eptr, bin_null, bin_stride, nb_entry, nb_ptr, may_null, sweeps, tries, null_tries,
+             seed):
     np.random.seed(seed)
     n, p = values.shape
     nq = len(weights)
@@ -208,7 +208,7 @@ def _descend(codes, sizes, values, by, by_stride, by_ptr, cols, col_ptr, directi
                 best_v, best_delta = old_v, 0.0
                 for i in range(nb_ptr[j], nb_ptr[j + 1]):
                     old_bin[i] = _bin(bin_edges, bin_eptr, bin_null, nb_entry[i], old_v)
-                for t in range(NULL_TRIES if np.isnan(old_v) else tries):
+                for t in range(null_tries if np.isnan(old_v) else tries):
                     if t % 2 == 0:
                         new_v = values[np.random.randint(n), j]
                         if np.isnan(new_v) and (np.isnan(old_v) or not may_null[j]):

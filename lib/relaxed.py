@@ -32,10 +32,10 @@ from dataclasses import dataclass
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from lib.tuning import T
+
 DEVICES = ("cpu", "gpu")
 FAR = 1e4  # an edge beyond every projection's range: its sigmoid is exactly 0 or 1 in float32
-MARGIN = 0.01  # numeric values may lie this far outside [0, 1]: a spike at a bound (zero incomes) then sits
-               # clearly on one side of a cut placed at that bound, and the release clips it back
 
 
 class DeviceUnavailable(RuntimeError):
@@ -421,7 +421,7 @@ def _set_parameter(table: RelaxedTable, name: str, value) -> None:
     if name.startswith("cat"):
         table.logits[int(name[3:])] = value
     elif name == "values":
-        table.values = table.xp.clip(value, -MARGIN, 1.0 + MARGIN)
+        table.values = table.xp.clip(value, -T.relaxed_margin, 1.0 + T.relaxed_margin)
     else:
         table.null_logits = value
 

@@ -8,7 +8,7 @@ of known σ (Stein 1981).  Everything here is post-processing of a released answ
 
 The release is judged in L1 (total variation) after the counts are made non-negative, where smoothing's
 bias at a spike (hours worked: 40) costs more than its squared error says; so a smoothed histogram is
-used only where the risk estimate promises at most RISK_SHARE of the unsmoothed squared error (categorical
+used only where the risk estimate promises at most smoothing_risk_share of the unsmoothed squared error (categorical
 Adult at eps 0.1, its 1-way marginals at four rounds' rho, seed 0: age 0.31 of it, smoothed; fnlwgt 0.62 and
 hours-per-week 8.3, whose codes are jagged or spiked, left alone).
 """
@@ -16,11 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
-BANDWIDTHS = (0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0)  # Gaussian kernel sd, in codes
-# At most this share of the unsmoothed squared error (n·σ²) by the risk estimate, or no smoothing
-# (bench/RESULTS.md, issue 11: categorical Adult at eps 0.1, 16 seeds, 2-way TVD 0.1032 unsmoothed, 0.1002
-# with 0.5, 0.1000 with 1.0, which also smooths occupation).
-RISK_SHARE = 0.5
+from lib.tuning import T
+
 
 
 def kernel(size: int, bandwidth: float) -> np.ndarray:
@@ -36,19 +33,19 @@ def smooth(values: np.ndarray, sigma: float, ordered: int) -> tuple[np.ndarray, 
     codes smoothed by the Gaussian kernel whose bandwidth minimises Stein's unbiased risk estimate,
     the codes after them (a null token, say) left alone.  Returns (counts, bandwidth, the estimated
     squared error over the unsmoothed one); bandwidth 0 and the counts unchanged where no bandwidth
-    brings that share down to RISK_SHARE.  Post-processing: no privacy cost."""
+    brings that share down to smoothing_risk_share.  Post-processing: no privacy cost."""
     values = np.asarray(values, dtype=np.float64)
     if ordered < 3 or not sigma > 0:
         return values, 0.0, 1.0
     head = values[:ordered]
     base = ordered * sigma ** 2
     best, best_bandwidth, best_share = head, 0.0, 1.0
-    for bandwidth in BANDWIDTHS:
+    for bandwidth in T.smoothing_bandwidths:
         k = kernel(ordered, bandwidth)
         out = k @ head
         share = (float(((head - out) ** 2).sum()) + 2 * sigma ** 2 * float(np.trace(k)) - base) / base
         if share < best_share:
             best, best_bandwidth, best_share = out, bandwidth, share
-    if best_share > RISK_SHARE:
+    if best_share > T.smoothing_risk_share:
         return values, 0.0, best_share
     return np.concatenate([best, values[ordered:]]), best_bandwidth, best_share

@@ -28,10 +28,8 @@ import numpy as np
 from scipy.special import logsumexp, softmax
 
 from lib.raking import systematic_draw
+from lib.tuning import T
 
-SUPPORT_CAP = 4000  # support points in the consistency projection; a subset keeps the answers feasible
-ITERATIONS = 50
-PIN = 1e-3  # an estimate with sd 0 weighs as if its sd were this share of its noise sd (keeps the fit well posed)
 
 
 def denoised_answers(support: np.ndarray, noisy: np.ndarray, noise_sd: np.ndarray, synthetic: np.ndarray,
@@ -47,7 +45,7 @@ def denoised_answers(support: np.ndarray, noisy: np.ndarray, noise_sd: np.ndarra
     import cvxpy as cp  # here, not at the top: it takes over a second to import, and only --reweight needs it
     support = np.asarray(support, dtype=np.float64)
     target, sd = posterior(noisy, noise_sd, synthetic, prior_sd)
-    scale = np.maximum(sd, PIN * np.asarray(noise_sd, dtype=np.float64))  # a zero sd pins, as far as the solver can
+    scale = np.maximum(sd, T.tilting_pin * np.asarray(noise_sd, dtype=np.float64))  # a zero sd pins, as far as the solver can
     p = cp.Variable(support.shape[0], nonneg=True)
     residual = cp.multiply(support.T @ p - target, 1.0 / scale)
     with warnings.catch_warnings():  # "optimal_inaccurate" still gives a distribution, which is all a* needs
@@ -120,7 +118,7 @@ def objective(qbar: np.ndarray, lam: np.ndarray, base: np.ndarray, gamma: float 
 
 
 def tilt(qbar: np.ndarray, base: np.ndarray | None = None, gamma: float | np.ndarray = 1e-5,
-         iterations: int = ITERATIONS) -> TiltResult:
+         iterations: int | None = None) -> TiltResult:
     """λ* of the dual f(λ) = log E_base exp(-λ·qbar) + Σ_k gamma_k |λ_k| for ``qbar`` (n × K: each row's
     query values minus the targets) and positive ``base`` weights (default uniform): the tilt that
     brings each answer k within gamma_k of its target (``gamma``: one tolerance or one per answer).
@@ -133,6 +131,7 @@ def tilt(qbar: np.ndarray, base: np.ndarray | None = None, gamma: float | np.nda
     term, minimised by coordinate descent (:func:`_newton_step`), then halved until the whole
     objective decreases (plain gradient steps needed thousands of iterations).  Stops after
     ``iterations`` steps or when no step decreases it.  Deterministic."""
+    iterations = T.tilting_iterations if iterations is None else iterations
     qbar = np.asarray(qbar, dtype=np.float64)
     n = qbar.shape[0]
     base = np.full(n, 1.0 / n) if base is None else np.asarray(base, dtype=np.float64) / np.sum(base)

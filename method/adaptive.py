@@ -11,19 +11,19 @@ post-processes the records (step 4):
    split by cells^(2/3) where columns are split, below);
 2. rounds: the candidates are every 1-way, 2-way and group × column marginal, the 3-way
    marginals that extend a measured pair and, from public records or where groups are large
-   (SUBGROUP_ROWS), every column by some of the group columns (PUMA × column without YEAR), each at most
+   (adaptive_subgroup_rows), every column by some of the group columns (PUMA × column without YEAR), each at most
    ``max_cells`` cells.  Without public records, a column of many codes is split into coarse
    code and offset (method/split_columns.py): pairs over it are candidates read exactly or
    coarsely (age in 10s × hours in 10s: 100 cells, not 8,415), triples all exactly or all
    coarsely; where the pairs are noisy, a numeric column with a null token is split at it too,
    and read coarsely as null or not.  A round picks one (or ``picks``: one selection of that many) by the exponential
-   mechanism (``PrivateTable.select``, SELECT_SHARE of the round's rho) on the score
+   mechanism (``PrivateTable.select``, adaptive_select_share of the round's rho) on the score
    ||q(D) − q(model)||₁ − sqrt(2/π)·σ·cells, the model's L1 error minus the L1 noise that measuring
    it would add, and measures it with the rest (Gaussian); the model is then refit (consistency,
    then GUM warm-started from the last round's records: the write-up's moves when the records
    started from public records, else rewriting the measured columns with a short polish, see REWRITE);
-3. annealing: the first round's rho is the budget over ROUNDS_PER_COLUMN × columns rounds
-   (FEW_ROUNDS_PER_COLUMN where every pair would be cheap, MANY_ROUNDS_PER_COLUMN where pairs are noisy
+3. annealing: the first round's rho is the budget over adaptive_rounds_per_column × columns rounds
+   (adaptive_few_rounds_per_column where every pair would be cheap, adaptive_many_rounds_per_column where pairs are noisy
    and the records start from no public records); when a measurement moves the model by less than its own
    expected noise, the next rounds get four times the rho (half the noise sd, AIM's rule);
    when less than two rounds' rho is left, the last round takes all of it, so the ledger
@@ -60,7 +60,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from lib.consistency import MAX_FIT_ITERATIONS, TOLERANCE, fit_to_margins, make_consistent
+from lib.consistency import fit_to_margins, make_consistent
 from lib.constraints import NO_BOXES, Boxes
 from lib.exchange import exchange_unmeasured
 from lib.smoothing import smooth
@@ -69,6 +69,7 @@ from lib.marginals import clip_and_normalise, count_marginal
 from lib.maxent import draw, fit, junction_tree
 from lib.privacy.private_table import PrivateTable
 from lib.privacy.queries import Marginal
+from lib.tuning import T
 from method.base import RunContext
 from method.groups import base_size, smoothed_counts, start_records
 from method.selection import allocate
@@ -76,54 +77,7 @@ from method.split_columns import SplitColumns
 
 log = logging.getLogger(__name__)
 
-SELECT_SHARE = 0.1      # of each round's rho: the exponential mechanism (AIM's split)
-# The first round's rho is the budget over this many rounds per column (AIM: 16).  From public records, fewer,
-# sharper measurements fix records nearer the truth better (bench/RESULTS.md, issue 11: the demo at eps 0.1 /
-# 1, 767.4 / 844.3 with 8, 774.0 / 850.4 with 6).  From independent draws 6 lost once (adult at eps 0.1, 2-way
-# TVD 0.1081 -> 0.1143), but since the 1-way marginals get four rounds' rho there (method/planner.py
-# POOR_ONE_WAY_ROUNDS) it reads as 8 on adult (6 / 8 rounds, eps 0.1, 22 seeds: 0.0893 / 0.0895, 3-way
-# 0.1626 / 0.1615; eps 1: 0.0354 / 0.0357) and better on ct_drug_deaths at eps 1 (14 seeds: 2-way TVD 0.0199
-# / 0.0206, accuracy 0.779 / 0.775), with fewer rounds ("Fewer rounds without public records").
-ROUNDS_PER_COLUMN = 6
-# ... and where the planner found every pair cheap to measure (``few_rounds``): each measurement is then
-# precise, and fewer rounds fit as well in a quarter of the time (bench/RESULTS.md, issue 11: adult at eps 10,
-# 2-way / 3-way TVD 0.0219 / 0.0659 with 8 rounds a column, 0.0220 / 0.0661 with 4).
-FEW_ROUNDS_PER_COLUMN = 4
-# ... and where the planner found the pairs noisy and there are no public records (``many_rounds``): the rounds
-# left after the group counts and 1-way marginals then choose only a dozen marginals at 6 a column, and more,
-# smaller rounds choose more of what a per-group score and a classifier read (bench/RESULTS.md, issue 11: the
-# demo without its public file at eps 0.1, seeds 20-35 / 40-55, Sprint-2 score 737.3 / 735.6 -> 747.3 / 754.7,
-# accuracy 0.701 / 0.704 -> 0.721 / 0.717; 14 a column: 734.0, 0.722.  Raw Adult at eps 0.1, seeds 100-131: the
-# classifier no longer collapses to the majority guess, macro F1 below 0.6 in 12 of 32 seeds -> none, accuracy
-# 0.785 -> 0.809, at a price on categorical Adult's 2-way TVD, 0.0876 -> 0.0923.  From public records it loses:
-# the demo at eps 0.1, seeds 0-7, 787.5 -> 770.2).
-MANY_ROUNDS_PER_COLUMN = 10
-# The maximum-entropy estimate (step 4) is drawn where its junction tree takes at most this many cells, else GUM
-# fits the records as usual: the fit's time goes as cells × steps (adult at eps 1: 352,138 cells, 30 s a seed;
-# the demo without its public file at eps 1: 16.7 million cells).
-MAX_ENTROPY_CELLS = 100_000
-# ... and its mirror descent stops when a step lowers the loss by less than this share of its start, or after
-# MAX_ENTROPY_STEPS steps (GUM then fits the records instead).  On noisy marginals it then stops short of them,
-# toward the uniform it starts from (adult at eps 0.1: mean TVD to its targets 0.0066, 0.0014 after 5,000
-# steps), and that shortfall is what gains: fitted closer (1e-9, 3,000 steps) it reads as GUM's records
-# (bench/RESULTS.md, issue 11: adult at eps 0.1, 8 seeds, 2-way TVD 0.0902 -> 0.0914 against GUM's 0.0917;
-# ct_drug_deaths at eps 1, 32 seeds, 0.0194 -> 0.0198 against 0.0199), while at eps 1 without groups the
-# shortfall loses (adult 0.0353 -> 0.0370, adult_raw 0.0352 -> 0.0360): hence the planner's rule.  Stopped
-# earlier it loses too (1e-6: ct_drug_deaths at eps 1, score 933.8 -> 930.7, 2-way TVD 0.0194 -> 0.0208).
-MAX_ENTROPY_TOLERANCE = 1e-7
-MAX_ENTROPY_STEPS = 1000
 NOISE_L1 = math.sqrt(2 / math.pi)  # E|N(0, σ²)| / σ
-# Without public records, candidates S × column for S some of the group columns (PUMA × column without YEAR,
-# say) only where groups have this many rows on average (noisy total over the number of groups): every group
-# is then GUM-refitted to its share of S × column, and refitting many small groups distorts more than the
-# groups' shared structure gives (bench/RESULTS.md, issue 11: the demo, 1,359 rows a group, eps 1: 825.4 ->
-# 844.3; sprint2 at 100,000 rows, 79 a group, eps 10: 695.4 -> 649.5 without this rule).  From public records
-# groups are drawn whole from the model's records by raking (method/groups.py), which distorts nothing, and
-# S × column is a candidate at any size (sprint2 at eps 1 / 10, seeds 0-1: 688.9 / 694.4 -> 697.0 / 707.7).
-# Group × column is always a candidate.
-SUBGROUP_ROWS = 1000
-ROUND_TOLERANCE = 1e-6  # consistency within rounds: agreement to a millionth of the total,
-ROUND_FIT_ITERATIONS = 50  # or this many fitting sweeps (the full fit runs once, at the end)
 # GUM passes of a round's warm-started refit and of the final fit.  From public records, the write-up's
 # moves: duplicating a whole record keeps the joint structure of the public records among the columns no
 # measurement covers.  From independent draws there is no such structure to keep, and duplicates collapse
@@ -186,7 +140,7 @@ class Model:
     def fit_marginals(self, final: bool) -> None:
         """Consistent versions of every noisy marginal and their common total (cheaper within rounds,
         in full when ``final``)."""
-        tolerance, sweeps = (TOLERANCE, MAX_FIT_ITERATIONS) if final else (ROUND_TOLERANCE, ROUND_FIT_ITERATIONS)
+        tolerance, sweeps = (T.consistency_tolerance, T.consistency_max_fit_iterations) if final else (T.adaptive_round_tolerance, T.adaptive_round_fit_iterations)
         keys, labels = list(self.noisy), self.layout.labels(self.names)
         consistent = make_consistent([(tuple(labels[j] for j in cols), *self.smoothed(cols)) for cols in keys],
                                      tolerance=tolerance, fit_iterations=sweeps)
@@ -247,8 +201,8 @@ class Model:
         start = counts.reshape(counts.shape + (1,) * one_way.ndim) * one_way
         parts = {c: self.consistent[c] for c in self.group_parts(j)}
         if parts:
-            start = fit_to_margins(start, cols, {**parts, self.group_idx: counts}, ROUND_TOLERANCE * self.total,
-                                   ROUND_FIT_ITERATIONS)
+            start = fit_to_margins(start, cols, {**parts, self.group_idx: counts}, T.adaptive_round_tolerance * self.total,
+                                   T.adaptive_round_fit_iterations)
         return start
 
     def per_group(self, j: int) -> np.ndarray:
@@ -306,14 +260,14 @@ class Model:
         """The consistent marginals fitted in full, then the maximum-entropy distribution with them
         (lib/maxent.py: its junction tree and calibrated beliefs) over model columns ``columns``, and the group
         columns with their marginals too when ``with_groups``; None (nothing fitted but the marginals) where
-        the tree would take over MAX_ENTROPY_CELLS cells or the fit does not settle in MAX_ENTROPY_STEPS
+        the tree would take over adaptive_max_entropy_cells cells or the fit does not settle in adaptive_max_entropy_steps
         steps.  Post-processing."""
         keys = [c for c in self.noisy if c and (with_groups or self.is_global(c))]  # the targets' columns
         columns = list(columns) + (list(self.group_idx) if with_groups else [])
         tree = junction_tree(keys, columns, self.layout.model_sizes, root=self.group_idx if with_groups else ())
-        if tree.cells > MAX_ENTROPY_CELLS:
+        if tree.cells > T.adaptive_max_entropy_cells:
             log.info("adaptive: the measured marginals' junction tree would take %d cells (over %d); records "
-                     "fitted by GUM instead", tree.cells, MAX_ENTROPY_CELLS)
+                     "fitted by GUM instead", tree.cells, T.adaptive_max_entropy_cells)
             return None
         self.fit_marginals(final=True)
         targets = [(c, self.consistent[c]) for c in keys]
@@ -322,10 +276,10 @@ class Model:
                  len(tree.cliques), tree.cells)
         weights = [(self.total / self.noisy[c][1]) ** 2 for c, _ in targets]
         beliefs, settled = fit(tree, [(c, v, w) for (c, v), w in zip(targets, weights)],
-                               iterations=MAX_ENTROPY_STEPS, tolerance=MAX_ENTROPY_TOLERANCE)
+                               iterations=T.adaptive_max_entropy_steps, tolerance=T.adaptive_max_entropy_tolerance)
         if not settled:
             log.info("adaptive: the maximum-entropy fit did not settle in %d steps; records fitted by GUM instead",
-                     MAX_ENTROPY_STEPS)
+                     T.adaptive_max_entropy_steps)
             return None
         return tree, beliefs
 
@@ -372,8 +326,8 @@ def measure_adaptively(private: PrivateTable, public_codes: np.ndarray | None, c
 
     ``earlier``: (column indices, noisy values, sigma) already measured (a noisy total; or the two-way
     regime's marginals, method/dpsyn.py JOINT_GROUPS), kept in the model; a column measured there is
-    never split.  ``few_rounds``: FEW_ROUNDS_PER_COLUMN rounds a column, not ROUNDS_PER_COLUMN;
-    ``many_rounds``: MANY_ROUNDS_PER_COLUMN;
+    never split.  ``few_rounds``: adaptive_few_rounds_per_column rounds a column, not adaptive_rounds_per_column;
+    ``many_rounds``: adaptive_many_rounds_per_column;
     ``rounds``: this many rounds instead; ``picks``: marginals measured a round (one selection of that
     many), the round's rho split evenly over them; ``one_way_rounds``: the 1-way marginals' measuring rho,
     in rounds' (method/planner.py; 0: none measured here); ``rich``: the
@@ -422,12 +376,12 @@ def measure_adaptively(private: PrivateTable, public_codes: np.ndarray | None, c
     elif not other_idx:
         m = private.measure(Marginal(()), private.remaining, "number of rows")
         model.add((), m.noisy.reshape(()), m.sigma)
-    per_column = FEW_ROUNDS_PER_COLUMN if few_rounds else MANY_ROUNDS_PER_COLUMN if many_rounds else ROUNDS_PER_COLUMN
+    per_column = T.adaptive_few_rounds_per_column if few_rounds else T.adaptive_many_rounds_per_column if many_rounds else T.adaptive_rounds_per_column
     rho_round = private.remaining / (rounds * picks if rounds else per_column * max(len(other_idx), 1))  # a pick's
     # where columns are split, rounds mostly read them coarsely, so their exact 1-way marginals are measured
     # about once: the 1-way budget goes by cells^(2/3) (bench/RESULTS.md, issue 11: adult at eps 0.1, 2-way
     # TVD 0.1140 with an even split, 0.1031 so)
-    one_way = one_way_rounds * (1 - SELECT_SHARE) * rho_round * len(other_idx)
+    one_way = one_way_rounds * (1 - T.adaptive_select_share) * rho_round * len(other_idx)
     rhos = allocate([(j,) for j in other_idx], sizes, one_way) if layout.split else \
         [one_way / len(other_idx)] * len(other_idx)
     for j, rho_j in zip(other_idx, rhos if one_way_rounds > 0 else []):
@@ -484,7 +438,7 @@ def _rounds(private: PrivateTable, ctx: RunContext, model: Model, other_idx: lis
         last = private.remaining <= 2 * rho_round * (1 + 1e-9)
         if last:
             rho_round = private.remaining
-        rho_select = SELECT_SHARE * rho_round
+        rho_select = T.adaptive_select_share * rho_round
         rho_measure = (rho_round - rho_select) / picks
         candidates = candidate_keys(model, other_idx, max_cells)
         if not candidates:  # every column has one value: nothing to choose, the rest sharpens the counts
@@ -553,7 +507,7 @@ def candidate_keys(model: Model, other_idx: list[int], max_cells: int) -> list[t
     out += [k for t in sorted(triples) for k in readings(t, every=False) if fits(k)]
     if model.group_idx:
         groups = math.prod(sizes[g] for g in model.group_idx)
-        large = model.from_public or model.total >= SUBGROUP_ROWS * groups
+        large = model.from_public or model.total >= T.adaptive_subgroup_rows * groups
         widths = range(1, len(model.group_idx) + 1) if large else (len(model.group_idx),)
         for by in (by for r in widths for by in itertools.combinations(model.group_idx, r)):
             cells = math.prod(sizes[g] for g in by)

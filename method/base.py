@@ -42,10 +42,13 @@ class OptionError(ValueError):
 
 
 def option(default: Any, help: str, *, type: type = str, choices: tuple | None = None,
-           minimum: int | float | None = None) -> Any:
+           minimum: int | float | None = None, expert: bool = False) -> Any:
     """A field of a method's options dataclass: its default, help text, value type, and the
-    allowed values (``choices``) or lower bound (``minimum``) that ``check_options`` enforces."""
-    return field(default=default, metadata={"help": help, "type": type, "choices": choices, "minimum": minimum})
+    allowed values (``choices``) or lower bound (``minimum``) that ``check_options`` enforces.
+    ``expert``: a knob for experiments and benchmarks, accepted but left out of ``--help`` (``main.py
+    plan --tuning`` lists it)."""
+    return field(default=default, metadata={"help": help, "type": type, "choices": choices, "minimum": minimum,
+                                            "expert": expert})
 
 
 def flag(name: str) -> str:

@@ -5,7 +5,7 @@ Without a public file a numeric column's bins are equal-width cuts of its schema
 synthetic value is drawn uniformly inside its bin: a column whose rows crowd one end of a wide bin
 (household weights in 0-9,999 cut into bins of 500, most of them below 200; incomes whose first bin
 holds every zero; hours a week, 40 for half the rows, in bins of five) comes out spread over the
-whole bin.  With ``--bin-values`` each bin is cut into SUB_BINS sub-bins (the bin's first and last
+whole bin.  With ``--bin-values`` each bin is cut into bin_values_sub_bins sub-bins (the bin's first and last
 grid values and zero alone, then even widths), one ``CellHistogram`` per column counts the rows in
 each sub-bin of their own bin (a row counts once: sensitivity theta; Gaussian, charged), and each
 synthetic value is drawn in a sub-bin of its bin in proportion to the noisy counts (pulled toward
@@ -25,12 +25,10 @@ import numpy as np
 
 from lib.privacy.private_table import PrivateTable
 from lib.privacy.queries import CellHistogram
+from lib.tuning import T
 
 log = logging.getLogger(__name__)
 
-SUB_BINS = 20  # sub-bins per bin
-SHARE = 0.03  # of the run's rho, split evenly over the columns measured
-NOISE_MARGIN = 2.0  # ``shrunk_weights`` keeps a bin's detail only where its counts vary this much beyond noise
 
 
 @dataclass(frozen=True)
@@ -76,7 +74,7 @@ def detail_columns(encoder, skip: set[str]) -> list[str]:
 
 
 def sub_edges(coder) -> np.ndarray:
-    """(bins, + 1 for a null code) × (SUB_BINS + 1) strictly increasing edges, from the schema's bins
+    """(bins, + 1 for a null code) × (bin_values_sub_bins + 1) strictly increasing edges, from the schema's bins
     alone (``_bin_edges``).  The null code's row is the first bin's (null values count in no sub-bin)."""
     lo, hi = coder.edges[:-1], coder.edges[1:]
     rows = [_bin_edges(lo[b], hi[b], coder.first_value(b) if coder.step is not None else None, coder.step)
@@ -87,17 +85,17 @@ def sub_edges(coder) -> np.ndarray:
 
 
 def _bin_edges(lo: float, hi: float, first: float | None, step: float | None) -> np.ndarray:
-    """SUB_BINS + 1 edges of bin (lo, hi]: on a grid, its first and last values (top codes) and zero
+    """bin_values_sub_bins + 1 edges of bin (lo, hi]: on a grid, its first and last values (top codes) and zero
     (where the bin holds it: zero incomes, zero gains) in sub-bins of their own, the rest cut evenly and
-    the widest pieces halved until there are SUB_BINS; without a grid, SUB_BINS equal widths."""
+    the widest pieces halved until there are bin_values_sub_bins; without a grid, bin_values_sub_bins equal widths."""
     if step is None or first is None or first >= hi:
-        return np.linspace(lo, hi, SUB_BINS + 1)
+        return np.linspace(lo, hi, T.bin_values_sub_bins + 1)
     alone = {lo, first, hi, max(hi - step, first)}  # cuts around the first and last values
     if first < 0.0 < hi:
         alone |= {-step, 0.0}
-    # the even cuts share first and hi with ``alone``: together at most SUB_BINS + 1 edges
-    cuts = np.unique(np.concatenate([sorted(alone), np.linspace(first, hi, SUB_BINS + 3 - len(alone))]))
-    while len(cuts) < SUB_BINS + 1:  # halve the widest piece
+    # the even cuts share first and hi with ``alone``: together at most bin_values_sub_bins + 1 edges
+    cuts = np.unique(np.concatenate([sorted(alone), np.linspace(first, hi, T.bin_values_sub_bins + 3 - len(alone))]))
+    while len(cuts) < T.bin_values_sub_bins + 1:  # halve the widest piece
         i = int(np.argmax(np.diff(cuts)))
         cuts = np.insert(cuts, i + 1, (cuts[i] + cuts[i + 1]) / 2)
     return cuts
@@ -111,13 +109,13 @@ def measure_bin_values(private: PrivateTable, encoder, columns: list[str], rho: 
         coder = encoder.coder(column)
         edges = sub_edges(coder)
         m = private.measure(CellHistogram(column, (column,), tuple(map(tuple, edges))), rho / len(columns),
-                            f"{column} inside its bins ({SUB_BINS} sub-bins each)")
+                            f"{column} inside its bins ({T.bin_values_sub_bins} sub-bins each)")
         prior = _grid_points(edges[:, :-1], edges[:, 1:], coder.step) if coder.step is not None else np.diff(edges)
-        out[column] = BinValues(coder, edges, shrunk_weights(m.noisy.reshape(edges.shape[0], SUB_BINS), prior,
+        out[column] = BinValues(coder, edges, shrunk_weights(m.noisy.reshape(edges.shape[0], T.bin_values_sub_bins), prior,
                                                              m.sigma))
     if columns:
         log.info("no public values inside the bins of %s: values follow noisy counts in %d sub-bins a bin "
-                 "(rho %.3g)", ", ".join(columns), SUB_BINS, rho)
+                 "(rho %.3g)", ", ".join(columns), T.bin_values_sub_bins, rho)
     return out
 
 
@@ -125,7 +123,7 @@ def shrunk_weights(noisy: np.ndarray, prior: np.ndarray, sigma: float) -> np.nda
     """Sub-bin weights (bins × sub-bins) from noisy counts of noise sd ``sigma``: each bin's counts pulled
     toward an even spread of the bin's (non-negative) noisy total over its values (``prior``: each
     sub-bin's grid values, or its width without a grid; zero: no value, no weight) by the factor
-    1 - NOISE_MARGIN·k·sigma² / (the counts' sum of squared deviations from that spread), k the bin's
+    1 - bin_values_noise_margin·k·sigma² / (the counts' sum of squared deviations from that spread), k the bin's
     sub-bins with values, clipped to [0, 1], and the result clipped at zero.  Under pure noise that sum is
     about k·sigma², so a bin whose counts vary no more than the noise does stays even (drawn uniformly), as
     it was without measurement: its raw counts would put its values on whichever sub-bin the noise
@@ -139,7 +137,7 @@ def shrunk_weights(noisy: np.ndarray, prior: np.ndarray, sigma: float) -> np.nda
     even = share * total
     spread = np.where(valid, (noisy - even) ** 2, 0.0).sum(axis=1, keepdims=True)
     k = valid.sum(axis=1, keepdims=True)
-    noise = NOISE_MARGIN * k * sigma ** 2
+    noise = T.bin_values_noise_margin * k * sigma ** 2
     keep = np.where(spread > noise, 1.0 - noise / np.where(spread > noise, spread, 1.0), 0.0)
     keep[total <= 0] = 0.0
     weights = np.where(valid, np.clip(even + keep * (noisy - even), 0.0, None), 0.0)

@@ -7,8 +7,8 @@ through the groups: a classifier trained on them learns little (ct_drug_deaths a
 Fentanyl × Any Opioid departs from independence by 3,165 rows of 7,634 in four cells; the median pair
 by 62), and a pair of two-valued columns costs no more to measure than one 1-way marginal.  So, as MST
 measures a tree of pairs, under the ``auto`` planner part of the group counts' budget (method/planner.py
-``PAIR_SHARE``) goes here: the exponential mechanism (``PrivateTable.select``, SELECT_SHARE of this
-step's rho) picks PAIRS pairs by how far their counts are (L1) from the product of the noisy 1-way
+``PAIR_SHARE``) goes here: the exponential mechanism (``PrivateTable.select``, dependent_pairs_select_share of this
+step's rho) picks dependent_pairs_pairs pairs by how far their counts are (L1) from the product of the noisy 1-way
 marginals scaled to the noisy total, less the expected L1 noise their own measurement would add (so a
 pair of many cells must depart further to be worth it); the rest of the rho measures them (Gaussian,
 evenly split).  Consistency and GUM then fit them with everything else.
@@ -24,17 +24,12 @@ import numpy as np
 from lib.marginals import clip_and_normalise
 from lib.privacy.private_table import PrivateTable
 from lib.privacy.queries import Marginal
+from lib.tuning import T
 from method.adaptive import NOISE_L1
 from method.base import RunContext
 
 log = logging.getLogger(__name__)
 
-# pairs measured, and the share of this step's rho that chooses them: ct_drug_deaths at eps 0.1, seeds 32-95
-# (bench/RESULTS.md, issue 11; the step's rho then taken from the group × column marginals), pairs / choice share
-# 2 / 0.5, 3 / 0.3, 3 / 0.5: accuracy 0.688 / 0.666 / 0.693, Sprint-2 score 792.4 / 794.9 / 796.5 (none: 0.666,
-# 797.7)
-PAIRS = 3
-SELECT_SHARE = 0.5
 
 
 def measure_dependent_pairs(private: PrivateTable, ctx: RunContext, one_ways: dict[int, tuple[np.ndarray, float]],
@@ -42,21 +37,21 @@ def measure_dependent_pairs(private: PrivateTable, ctx: RunContext, one_ways: di
     """((a, b), noisy counts, noise sd) for each chosen pair of columns (module doc).
 
     ``one_ways``: column -> its released noisy 1-way marginal and noise sd; ``total``: the released
-    noisy total; both public.  Privacy cost: ``rho`` exactly (SELECT_SHARE of it on the choice, the
+    noisy total; both public.  Privacy cost: ``rho`` exactly (dependent_pairs_select_share of it on the choice, the
     rest on the measurements), nothing when fewer than two columns have two or more values.
     """
     names, sizes = ctx.domain.names, ctx.domain.sizes
     pairs = list(itertools.combinations([j for j, (values, _) in one_ways.items() if values.size > 1], 2))
     if not pairs or rho <= 0:
         return []
-    k = min(PAIRS, len(pairs))
-    each = (1 - SELECT_SHARE) * rho / k
+    k = min(T.dependent_pairs_pairs, len(pairs))
+    each = (1 - T.dependent_pairs_select_share) * rho / k
     queries = [Marginal((names[a], names[b])) for a, b in pairs]
     references = [total * np.multiply.outer(clip_and_normalise(one_ways[a][0]), clip_and_normalise(one_ways[b][0]))
                   for a, b in pairs]
     penalties = [NOISE_L1 * private.sensitivity(q).l2 / math.sqrt(2 * each) * sizes[a] * sizes[b]
                  for q, (a, b) in zip(queries, pairs)]
-    chosen = private.select(queries, references, SELECT_SHARE * rho, k=k, penalties=penalties,
+    chosen = private.select(queries, references, T.dependent_pairs_select_share * rho, k=k, penalties=penalties,
                             label=f"choice of {k} of {len(pairs)} pairs of columns to measure").chosen
     out = []
     for i in chosen:

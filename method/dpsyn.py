@@ -18,8 +18,8 @@ follows distorts it (on the Sprint-2 shape, 2-way TVD 0.107 against 0.027 at ε 
 from public records, a group's rows are whole base records drawn with weights raked to its
 own marginals (no GUM moves, which make records the base never held); from independent draws,
 GUM rewrites only the columns of the group's targets.  In the two-way regime without public
-records and with few groups (JOINT_GROUPS), the group columns are columns of the base, and a share
-of the marginals' budget goes to adaptive rounds (method/adaptive.py) after the pairs (TRIPLE_SHARE).
+records and with few groups (dpsyn_joint_groups), the group columns are columns of the base, and a share
+of the marginals' budget goes to adaptive rounds (method/adaptive.py) after the pairs (dpsyn_triple_share).
 """
 from __future__ import annotations
 
@@ -36,71 +36,40 @@ from lib.marginals import count_marginal
 from lib.privacy.plan import Node
 from lib.privacy.private_table import PrivateTable
 from lib.privacy.queries import DependencyScores, Marginal
+from lib.tuning import T
 from method.base import Method, PublicData, RunContext, SynthesisResult, option
 from method.dependent_pairs import measure_dependent_pairs
 from method.group_columns import measure_group_columns
-from method.groups import (ASSIGN_CELLS, GUM_MOVES, OWN_RAKE, OWN_REWRITE, RAKE, REWRITE, RICH_BASE_RECORDS,
-                           assigned_rows, base_size, group_sizes, own_pools, smoothed_counts, start_records,
-                           synthesize_groups)
+from method.groups import (GUM_MOVES, OWN_RAKE, OWN_REWRITE, RAKE, REWRITE, assigned_rows, base_size, group_sizes, own_pools, smoothed_counts, start_records, synthesize_groups)
 from method.adaptive import measure_adaptively
 from method.planner import (ADAPTIVE, ALL, AUTO, MARGINAL_CHOICES, ONE_WAY, PLANNERS, PUBLIC, REGIMES, SELECT,
                             TWO_WAY, make_plan, needs_total, total_share)
-from method.selection import SCORE_SHARE, allocate, greedy_pairs
+from method.selection import allocate, greedy_pairs
 
 log = logging.getLogger(__name__)
 
-PUBLIC_SIGMA = 1e6  # weight of public marginals in consistency: far below any noisy measurement
-# Two-way regime without public records, under the auto planner: where there are at most this many groups,
-# the group columns are columns of the base like any other, fitted by GUM to the group counts and the group ×
-# column marginals together with the pairs, and each group raked from its own base records (groups.py
-# OWN_RAKE), instead of each group rewriting a share of a base without them toward its own marginals: the
-# rewriting moves the values of a column that differs between groups without regard to the other columns,
-# which the pairs with that column pay for (bench/RESULTS.md, issue 11: ct_drug_deaths at eps 10, 9 groups,
-# 2-way / 3-way TVD 0.0105 / 0.0218 -> 0.0087 / 0.0174, classifier accuracy 0.778 -> 0.806).  Many groups make
-# the group column a large one that GUM fits coarsely.
-JOINT_GROUPS = 100
-# ... with this many base records a row: each group rakes from more varied records (ct_drug_deaths at eps 10,
-# accuracy 0.797 / 0.806 / 0.808 with 4 / 8 / 16 a row, 3 / 6 / 12 s).  Only where that stays within groups.py
-# RICH_BASE_RECORDS: with one record a row it loses (ct_drug_deaths: score 979.6 -> 972.3; the demo without
-# its public file at eps 10, 40 groups: 735.2 -> 727.9, while 8 a row gives 744.1 but takes 46 s; there the
-# groups are assigned base records instead, groups.py OWN_REWRITE: 745.1 in 6 s)
-JOINT_BASE_PER_ROW = 8
-# ... and this share of the marginals' rho goes to adaptive rounds (method/adaptive.py) over the same columns,
-# the group columns among them, warm-started from every measured marginal: the rounds measure the 3-way
-# marginals the fitted pairs get most wrong (Date × Fentanyl × Any Opioid on ct_drug_deaths), which the
-# pairs alone leave to GUM's chance (bench/RESULTS.md, issue 11: ct_drug_deaths at eps 10, 4 seeds, accuracy
-# 0.805 -> 0.825, 3-way TVD 0.0171 -> 0.0160, 2-way 0.0079 -> 0.0078, Sprint-2 score 978.7 -> 978.2; 6 s ->
-# 49 s; 0.05 of the rho gives 0.821, 0.3 gives 0.822)
-TRIPLE_SHARE = 0.2
-TRIPLE_ROUNDS = 8  # ... in this many rounds (and their refits: the time), each measuring
-TRIPLE_PICKS = 8  # ... this many marginals (4 rounds of 16: accuracy 0.819 in 36 s)
-# ... only where the 3-way candidates times the base records stay within this (ct_drug_deaths: 4,960 × 61,000,
-# about 3e8): each round counts every candidate on the records, so wide tables would take minutes a round;
-# beyond it the pairs keep the whole marginal budget
-TRIPLE_WORK = 2e9
-GROUP_MARGINAL_SHARE = 0.5  # two-way regime with groups: share of the marginal budget on group × column
 
 
 @dataclass(frozen=True)
 class DpsynOptions:
     regime: str | None = option(None, "force the planner's regime (for experiments); default: chosen from the "
-                                      "budget", choices=REGIMES)
+                                      "budget", choices=REGIMES, expert=True)
     marginals: str = option(ALL, "one-way and two-way regimes: measure the regime's marginals (all 1-way or all "
                                  "2-way), or 'select': all 1-way plus the 2-way pairs chosen from noisy dependency "
                                  "scores (PrivSyn), budget per marginal ∝ cells^(2/3); the scores are charged",
-                            choices=MARGINAL_CHOICES)
+                            choices=MARGINAL_CHOICES, expert=True)
     group_floor: int = option(0, "raise every positive noisy group size to at least this many rows", type=int,
-                              minimum=0)
+                              minimum=0, expert=True)
     planner: str = option(AUTO, "auto: the write-up's regimes, except that where it would measure 1-way or 2-way "
                                 "marginals, the adaptive rounds are used unless measuring every pair (and every "
                                 "group × column marginal) is cheap, and groups are refitted only to marginals of "
                                 "their own; write-up: the write-up's regimes and per-group refits only",
-                          choices=PLANNERS)
+                          choices=PLANNERS, expert=True)
     max_cells: int = option(20_000, "adaptive regime: the largest marginal (in cells) a round may measure",
-                            type=int, minimum=1)
+                            type=int, minimum=1, expert=True)
     group_round: int = option(1, "round noisy group sizes to a multiple of this (the write-up's K); where groups "
                                  "share the global targets (public and one-way regimes) groups of equal size then "
-                                 "share one synthesized set of records, which saves time", type=int, minimum=1)
+                                 "share one synthesized set of records, which saves time", type=int, minimum=1, expert=True)
 
 
 def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext,
@@ -141,20 +110,20 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
                 counts = smoothed_counts(groups.noisy, groups.sigma, ctx.group_columns)
                 targets.append((tuple(group_idx), counts, groups.sigma))
             joint = (plan.regime == TWO_WAY and options.planner == AUTO and bool(group_idx) and public_codes is None
-                     and domain.size(ctx.group_columns) <= JOINT_GROUPS
-                     and noisy_total is not None and JOINT_BASE_PER_ROW * noisy_total <= RICH_BASE_RECORDS)
+                     and domain.size(ctx.group_columns) <= T.dpsyn_joint_groups
+                     and noisy_total is not None and T.dpsyn_joint_base_per_row * noisy_total <= T.groups_rich_base_records)
             triples = math.comb(len(other_idx) + len(group_idx), 3)  # none: the rounds would find nothing new
-            rounds = joint and 0 < triples * JOINT_BASE_PER_ROW * noisy_total <= TRIPLE_WORK
-            # the joint base's rounds get TRIPLE_SHARE of the marginals' rho: what _targets leaves
+            rounds = joint and 0 < triples * T.dpsyn_joint_base_per_row * noisy_total <= T.dpsyn_triple_work
+            # the joint base's rounds get dpsyn_triple_share of the marginals' rho: what _targets leaves
             targets += _targets(private, public_codes, ctx, options, group_idx, other_idx, plan,
-                                rho * (1 - TRIPLE_SHARE) if rounds else rho, targets)
+                                rho * (1 - T.dpsyn_triple_share) if rounds else rho, targets)
             if joint:  # the group columns in the base, with everything measured so far, then the rounds
                 log.info("dpsyn: few groups: the group columns are fitted in the base with the other columns, %s"
                          "and each group is drawn from its own records",
                          "rounds measure what it gets most wrong, " if rounds else "")
                 model = measure_adaptively(private, None, ctx, [], other_idx + group_idx, 0.0, options.max_cells,
-                                           earlier=tuple(targets), one_way_rounds=0, per_row=JOINT_BASE_PER_ROW,
-                                           rounds=TRIPLE_ROUNDS, picks=TRIPLE_PICKS)
+                                           earlier=tuple(targets), one_way_rounds=0, per_row=T.dpsyn_joint_base_per_row,
+                                           rounds=T.dpsyn_triple_rounds, picks=T.dpsyn_triple_picks)
                 by_cols, total, base = model.domain_marginals(), model.total, model.domain_records()
 
     if base is None:
@@ -193,7 +162,7 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
         # columns then tie the group to the other columns wrongly (ct_drug_deaths at eps 0.1, seeds 0-7: accuracy
         # 0.690 -> 0.646)
         if (fit == REWRITE and plan.regime != PUBLIC and per_group_1way
-                and len(base) * len(per_group) <= ASSIGN_CELLS):
+                and len(base) * len(per_group) <= T.groups_assign_cells):
             log.info("dpsyn: each base record is assigned to one group as the groups' 1-way marginals say, and "
                      "each group's records are rewritten toward its own 1-way marginals")
             fit, pieces = OWN_REWRITE, assigned_rows(base, per_group, per_group_1way, ctx.rng)
@@ -237,7 +206,7 @@ def _targets(private: PrivateTable, public_codes, ctx: RunContext, options: Dpsy
     """(column indices, values, noise sd) of every marginal the synthesis should match, after the
     ``noisy`` ones already measured (total, group counts).
 
-    In the two-way regime with groups, GROUP_MARGINAL_SHARE of the marginal budget goes
+    In the two-way regime with groups, dpsyn_group_marginal_share of the marginal budget goes
     to (group columns × column) marginals, so that groups can differ from each other (all
     of it when there is no pair of other columns to measure), each with rho ∝ its cells^(2/3),
     the split that minimises their summed expected L1 noise (method/selection.py ``allocate``;
@@ -257,14 +226,14 @@ def _targets(private: PrivateTable, public_codes, ctx: RunContext, options: Dpsy
             rows = public_codes[:, list(cols)]
             rows = rows[(rows >= 0).all(axis=1)]
             shape = tuple(sizes[j] for j in cols)
-            public.append((cols, count_marginal(rows, shape).astype(np.float64), PUBLIC_SIGMA))
+            public.append((cols, count_marginal(rows, shape).astype(np.float64), T.dpsyn_public_sigma))
     share = plan.marginal_share * rho
     measured = []
     if share > 0 and plan.regime == TWO_WAY and group_idx:
         per_group = [tuple(group_idx) + (j,) for j in other_idx]
-        per_group_share = GROUP_MARGINAL_SHARE * share if pairs else share
+        per_group_share = T.dpsyn_group_marginal_share * share if pairs else share
         measured = _measure(private, ctx, per_group, allocate(per_group, sizes, per_group_share))
-        share = share * (1 - GROUP_MARGINAL_SHARE) if pairs else 0.0
+        share = share * (1 - T.dpsyn_group_marginal_share) if pairs else 0.0
     if share > 0:
         if options.marginals == SELECT and plan.regime != PUBLIC and len(other_idx) > 1:
             queries, rhos = _select(private, ctx, other_idx, share)
@@ -290,7 +259,7 @@ def _select(private: PrivateTable, ctx: RunContext, other_idx, share: float) -> 
     (method/selection.py), with rho per marginal ∝ cells^(2/3).  Spends exactly ``share``."""
     names, sizes = ctx.domain.names, ctx.domain.sizes
     pairs = list(itertools.combinations(other_idx, 2))
-    score_rho = SCORE_SHARE * share
+    score_rho = T.selection_score_share * share
     scores = private.measure(DependencyScores(tuple((names[a], names[b]) for a, b in pairs)), score_rho,
                              f"dependency scores ({len(pairs)} pairs of {len(names)} columns)").noisy
     chosen = greedy_pairs(scores, pairs, sizes, other_idx, private.theta, share - score_rho)

@@ -8,7 +8,7 @@ score 986, with the overall 1-way marginals 816, and a handful of columns (injur
 any opioid, fentanyl) carry most of the difference.  So, under the ``auto`` planner, part of the
 group counts' budget (method/planner.py ``GROUP_COLUMN_SHARE``; only where the counts stay precise enough,
 ``GROUP_COUNT_NOISE``) goes here instead: the exponential
-mechanism (``PrivateTable.select``, SELECT_SHARE of this step's rho) picks GROUP_COLUMNS columns by
+mechanism (``PrivateTable.select``, SELECT_SHARE of this step's rho) picks group_columns_group_columns columns by
 how far their group × column counts are (L1) from the noisy group counts times their noisy overall
 distribution, less the L1 error that the noise of that reference alone explains; the rest of the rho
 measures the chosen group × column marginals (Gaussian, evenly split).  They also inform the group
@@ -24,14 +24,12 @@ import numpy as np
 from lib.marginals import clip_and_normalise
 from lib.privacy.private_table import PrivateTable
 from lib.privacy.queries import Marginal
-from method.adaptive import NOISE_L1, SELECT_SHARE  # the rounds' noise rule and AIM's split, for the choice
+from lib.tuning import T
+from method.adaptive import NOISE_L1
 from method.base import RunContext
 
 log = logging.getLogger(__name__)
 
-# columns measured per group: ct_drug_deaths at eps 0.1, 16 seeds (bench/RESULTS.md, issue 11), 3 / 5 / 8 columns:
-# Sprint-2 score 809.7 / 804.3 / 787.6, accuracy 0.630 / 0.664 / 0.717 (MST 0.642, AIM 0.607, score 797.7)
-GROUP_COLUMNS = 5
 
 
 def measure_group_columns(private: PrivateTable, ctx: RunContext, group_idx: list[int],
@@ -47,14 +45,14 @@ def measure_group_columns(private: PrivateTable, ctx: RunContext, group_idx: lis
     columns = [j for j, (values, _) in one_ways.items() if values.size > 1]
     if not columns or rho <= 0:
         return []
-    k = min(GROUP_COLUMNS, len(columns))
+    k = min(T.group_columns_group_columns, len(columns))
     groups = np.clip(np.asarray(counts, dtype=np.float64), 0.0, None)
     queries = [Marginal(tuple(names[g] for g in group_idx) + (names[j],)) for j in columns]
     references = [np.multiply.outer(groups, clip_and_normalise(one_ways[j][0])) for j in columns]
     penalties = [NOISE_L1 * one_ways[j][1] * one_ways[j][0].size for j in columns]
-    chosen = private.select(queries, references, SELECT_SHARE * rho, k=k, penalties=penalties,
+    chosen = private.select(queries, references, T.adaptive_select_share * rho, k=k, penalties=penalties,
                             label=f"choice of {k} of {len(columns)} columns to measure per group").chosen
-    each = (1 - SELECT_SHARE) * rho / k
+    each = (1 - T.adaptive_select_share) * rho / k
     out = []
     for i in chosen:
         m = private.measure(queries[i], each)

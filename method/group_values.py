@@ -2,7 +2,7 @@
 
 A group-level column holds one value in every cell of its ``within`` columns, so each
 cell's histogram of it is a single spike.  Noisy argmax refinement finds that value on the
-column's precision grid: round r measures, per cell, a histogram of ``BINS`` bins inside
+column's precision grid: round r measures, per cell, a histogram of ``group_values_bins`` bins inside
 the bin the previous round chose (one ``CellHistogram`` query: sensitivity theta, Gaussian,
 charged), and takes each cell's largest noisy bin; after enough rounds a bin is one grid
 step wide and the grid point at its centre is the value (edges sit half a step off the grid,
@@ -18,18 +18,16 @@ import numpy as np
 
 from lib.privacy.private_table import PrivateTable
 from lib.privacy.queries import CellHistogram
+from lib.tuning import T
 
 log = logging.getLogger(__name__)
 
-BINS = 1000  # bins per cell and round
-SHARE = 0.05  # of the run's rho, per group-level numeric column
-CAP = 0.2  # of the run's rho, all group-level numeric columns together (each then gets CAP / their number)
 
 
 def rounds_needed(low: float, high: float, step: float) -> int:
-    """Rounds of BINS bins that narrow [low, high] to one grid step."""
+    """Rounds of group_values_bins bins that narrow [low, high] to one grid step."""
     points = max(2, int(round((high - low) / step)) + 1)
-    return max(1, math.ceil(math.log(points) / math.log(BINS)))
+    return max(1, math.ceil(math.log(points) / math.log(T.group_values_bins)))
 
 
 def measure_group_values(private: PrivateTable, column: str, within: tuple[str, ...], low: float, high: float,
@@ -41,7 +39,7 @@ def measure_group_values(private: PrivateTable, column: str, within: tuple[str, 
     lo = np.full(n_cells, low - step / 2)
     span = high + step / 2 - lo[0]
     for r in range(rounds):
-        width = step * max(1.0, math.ceil(span / step / BINS))
+        width = step * max(1.0, math.ceil(span / step / T.group_values_bins))
         bins = max(1, math.ceil(round(span / width, 6)))
         edges = lo[:, None] + width * np.arange(bins + 1)[None, :]
         m = private.measure(CellHistogram(column, within, tuple(map(tuple, edges))), rho / rounds,

@@ -17,6 +17,7 @@ from lib.marginals import clip_and_normalise
 from lib.progress import progress
 from lib.raking import balanced_groups, rake, rake_groups, stratified_order, systematic_draw
 from lib.shrinkage import shrink_counts
+from lib.tuning import T
 
 log = logging.getLogger(__name__)
 
@@ -46,35 +47,15 @@ RAKE = "rake"  # no GUM: whole base records drawn with weights raked to the grou
 # (bench/RESULTS.md, issue 11: the demo at eps 10, score 896.6 -> 907.3, 2-way TVD 0.049 -> 0.032).
 GROUP_GUM = GumOptions(iterations=4, alpha=0.5, decay=0.8)
 GROUP_REWRITE = GumOptions(iterations=4, alpha=0.5, decay=0.8, duplicate_share=0.0)
-# a group rakes over at most this many base records a row it draws (a random subset of the base): raking
-# the whole base for each of many small groups is slow (sprint2, 100,000 rows, 1,264 groups, eps 10, seeds
-# 0-1: 264 s a run with the whole base, score 707.3; 20 a row: 57 s, 707.9; 50: 708.0), while fewer records
-# to draw from cost the demo's large groups (eps 1 / 10: 862.2 / 912.9 with the whole base, 861.0 / 912.2
-# with 20 a row; with 40 a row they rake the whole base)
-RAKE_POOL = 40
-RAKE_PASSES = 10  # sweeps of raking over a group's 1-way marginals (3: demo eps 10 906.4; 10: 907.3; 30: 907.5)
-# records of the base set that groups draw from: a table of fewer rows gets one base record per row, so a
-# table without groups is the base itself, not a resample (bench/RESULTS.md, issue 11: adult at eps 10,
-# 2-way TVD 0.0248 with 20,000 base records for its 48,842 rows, 0.0228 with one per row)
-BASE_RECORDS = 100_000
-# ... but where groups are drawn from it by raking (from public records) and the budget is rich (precise
-# measurements), a base of this many records a row, if that stays within RICH_BASE_RECORDS: groups then draw
-# from more varied records, and the model's GUM fits its marginals with finer steps (bench/RESULTS.md, issue
-# 11: acs_split at eps 1, score 875.5 -> 882.4, 2-way TVD 0.0749 -> 0.0595; the demo at eps 1 / 10, 862.2 /
-# 913.0 -> 866.8 / 914.8, seeds 0-1).  At eps 0.1 it lost (the demo: 779.8 -> 768.3), and a larger table keeps
-# one record a row, since the rounds' GUM time grows with the base (sprint2's 100,000 rows stay at 100,000).
-RICH_BASE_PER_ROW = 4
-RICH_BASE_RECORDS = 250_000
-# ``assigned_rows``: sweeps of rake_groups, and the most base records × groups it works on (its shares are
-# floats of that many cells; a base of 100,000 records and 1,267 groups would take 1 GB)
-ASSIGN_PASSES = 10
-ASSIGN_CELLS = 10_000_000
 
 
-def base_size(total: float, most: int = BASE_RECORDS, rich: bool = False, per_row: int = RICH_BASE_PER_ROW) -> int:
-    """Records in a base set for a table of about ``total`` rows: at most ``most``, at least 1,000; where
-    ``rich``, ``per_row`` a row when that is at most RICH_BASE_RECORDS."""
-    if rich and per_row * total <= RICH_BASE_RECORDS:
+def base_size(total: float, most: int | None = None, rich: bool = False, per_row: int | None = None) -> int:
+    """Records in a base set for a table of about ``total`` rows: at most ``most`` (default
+    groups_base_records), at least 1,000; where ``rich``, ``per_row`` (default groups_rich_base_per_row)
+    a row when that is at most groups_rich_base_records."""
+    most = T.groups_base_records if most is None else most
+    per_row = T.groups_rich_base_per_row if per_row is None else per_row
+    if rich and per_row * total <= T.groups_rich_base_records:
         return int(max(per_row * total, 1000))
     return int(min(most, max(total, 1000)))
 
@@ -121,7 +102,6 @@ def group_sizes(noisy: np.ndarray, max_records: int, floor: int = 0, multiple: i
 
 
 _STATE: tuple | None = None  # (base, group_idx, targets, stacked, sizes, group_shape, boxes, fit), for workers
-FIT_ITERATIONS = 10
 
 
 def per_group_targets(targets, per_group_1way: dict, n_groups: int) -> list:
@@ -133,7 +113,7 @@ def per_group_targets(targets, per_group_1way: dict, n_groups: int) -> list:
     for cols, values in targets:
         margins = {("group", c): per_group_1way[c] + 1e-9 for c in cols if c in per_group_1way}
         stacked = np.broadcast_to(values, (n_groups,) + values.shape)
-        out.append((cols, fit_to_margins(stacked, ("group",) + tuple(cols), margins, 0.0, FIT_ITERATIONS)))
+        out.append((cols, fit_to_margins(stacked, ("group",) + tuple(cols), margins, 0.0, T.groups_fit_iterations)))
     return out
 
 
@@ -178,7 +158,7 @@ def assigned_rows(base: np.ndarray, per_group: np.ndarray, per_group_1way: dict,
     draws broke more of the pairs the rewriting then has to mend: a test's X = Y share 0.972, balanced
     0.995).  A group keeps a random subset of its records, or repeats them where it needs more
     (``draw_rows``).  The ``pieces`` of an OWN_REWRITE ``synthesize_groups``.  Post-processing."""
-    shares = rake_groups(base, list(per_group_1way.items()), per_group, ASSIGN_PASSES)
+    shares = rake_groups(base, list(per_group_1way.items()), per_group, T.groups_assign_passes)
     strata = base[:, list(per_group_1way)]
     cells = balanced_groups(shares, stratified_order(len(base), strata, rng))
     return [own[draw_rows(len(own), int(per_group[g]), rng)] for g, own in _members(cells, per_group)]
@@ -198,11 +178,11 @@ def _one_group(args) -> np.ndarray:
     if fit in (RAKE, OWN_RAKE):  # targets: the groups' own 1-way marginals, {column: groups × values}
         if fit == OWN_RAKE:
             pool, rows = base[rows[0]], rows[1]
-        elif len(base) <= RAKE_POOL * rows:
+        elif len(base) <= T.groups_rake_pool * rows:
             pool = base
         else:
-            pool = base[rng.choice(len(base), RAKE_POOL * rows, replace=False)]
-        weights = rake(pool, [(j, values[cell]) for j, values in targets.items()], RAKE_PASSES)
+            pool = base[rng.choice(len(base), T.groups_rake_pool * rows, replace=False)]
+        weights = rake(pool, [(j, values[cell]) for j, values in targets.items()], T.groups_rake_passes)
         records = pool[systematic_draw(weights, rows, rng, strata=pool[:, list(targets)])]
         if fit == OWN_RAKE:
             records = gum(records, sizes, [((j,), values[cell]) for j, values in targets.items()], rng,
@@ -235,7 +215,7 @@ def synthesize_groups(base: np.ndarray, per_group: np.ndarray, group_idx: list[i
     small group to them again distorts it), and not at all when there is none.  ``fit``: GUM_MOVES
     (the write-up's GUM), REWRITE (GUM that only rewrites the targets' columns, for a base that did
     not start from public records) or RAKE (where there are per-group marginals: each group draws
-    its rows from the base, or a random RAKE_POOL records a row of it, in proportion to weights raked
+    its rows from the base, or a random groups_rake_pool records a row of it, in proportion to weights raked
     to its own 1-way marginals, stratified by their columns, and keeps them whole) or OWN_RAKE (the same
     from ``pieces``, (each group's own base records, its size) from ``own_pools``, then GUM rewriting toward
     its own 1-way marginals) or OWN_REWRITE (``pieces``: the base rows each group holds, from

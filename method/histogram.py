@@ -5,7 +5,7 @@ marginals"): every non-group column is drawn independently from its own noisy
 1-way marginal, so correlations between columns are lost.  It is the floor every
 other method must beat.
 
-Budget: with group columns, the joint group-count vector gets GROUP_COUNT_SHARE of
+Budget: with group columns, the joint group-count vector gets histogram_group_count_share of
 the run's rho and the 1-way marginals split the rest equally; without group
 columns the marginals get everything and the total is estimated from their sums.
 """
@@ -19,12 +19,12 @@ from lib.consistency import common_total
 from lib.marginals import clip_and_normalise
 from lib.privacy.private_table import PrivateTable
 from lib.privacy.queries import Marginal
+from lib.tuning import T
 from method.base import Method, PublicData, RunContext, SynthesisResult
 from method.groups import group_sizes
 
 log = logging.getLogger(__name__)
 
-GROUP_COUNT_SHARE = 0.5
 
 
 def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext, options) -> SynthesisResult:
@@ -37,7 +37,7 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
     groups = ctx.group_columns
     others = [c for c in names if c not in groups and c not in ctx.skip]
     rho = private.remaining
-    rho_groups = (GROUP_COUNT_SHARE if others else 1.0) * rho if groups else 0.0
+    rho_groups = (T.histogram_group_count_share if others else 1.0) * rho if groups else 0.0
     rho_each = (rho - rho_groups) / len(others) if others else 0.0
     with ctx.timed("measuring"):
         counts = None

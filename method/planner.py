@@ -12,12 +12,12 @@ tau1 = 1500*theta/N~, tau2 = 6*tau1 with N~ the noisy total.
 
 Beyond the write-up (issue 11): where it picks one-way or two-way, the planner keeps
 two-way only when measuring every pair is cheap (expected L1 noise per pair below
-TWO_WAY_NOISE of the rows, see ``pair_noise``; TWO_WAY_NOISE_FROM_DRAWS without public records)
+planner_two_way_noise of the rows, see ``pair_noise``; planner_two_way_noise_from_draws without public records)
 and, with groups, every group × column marginal too (the same test on their cells: many small
 groups make each group's own marginals mostly noise, as on the Sprint-2 shape), and otherwise
 picks "adaptive" (method/adaptive.py: AIM-style rounds that measure what the model gets wrong),
 with the group-count share of the regime it replaces (the two-way one when forced), and with
-fewer, larger rounds where the pairs were below TWO_WAY_NOISE.  The thresholds come from
+fewer, larger rounds where the pairs were below planner_two_way_noise.  The thresholds come from
 bench/run_bench.py.
 
 The write-up states these shares in epsilon; here each share becomes the same
@@ -25,8 +25,8 @@ fraction of the run's rho, so the shares sum exactly to the run's budget.  Witho
 a public file the "public" regime measures noisy 1-way marginals with half of
 what would go to group counts (there are no public marginals to fall back on), and
 under the auto planner, with groups, half of what is left for the group counts measures the
-columns that differ most between groups per group (GROUP_COLUMN_SHARE, method/group_columns.py), and
-PAIR_SHARE of what the group counts keep then measures the pairs of columns that depart most from
+columns that differ most between groups per group (planner_group_column_share, method/group_columns.py), and
+planner_pair_share of what the group counts keep then measures the pairs of columns that depart most from
 independence (method/dependent_pairs.py).
 Without group columns the group-count share goes to the marginals, and the
 noisy total N~ sets the number of records; when every column is a group column, the
@@ -37,63 +37,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from lib.tuning import T
+
 PUBLIC, ONE_WAY, TWO_WAY, ADAPTIVE = "public", "one-way", "two-way", "adaptive"
 REGIMES = (PUBLIC, ONE_WAY, TWO_WAY, ADAPTIVE)
 ALL, SELECT = "all", "select"
 MARGINAL_CHOICES = (ALL, SELECT)  # one-way/two-way regimes: the regime's fixed set, or PrivSyn-style selection
 AUTO, WRITE_UP = "auto", "write-up"
 PLANNERS = (AUTO, WRITE_UP)  # the planner with the adaptive regime, or the write-up's alone
-TWO_WAY_NOISE = 0.2  # measure every pair when its expected L1 noise is below this share of the rows (bench/)
-# Without public records, two-way only below this noise: there the adaptive regime's records keep only what
-# was measured (method/adaptive.py exchanges the rest away), and between this and TWO_WAY_NOISE it wins with
-# fewer, larger rounds (bench/RESULTS.md, issue 11: adult at eps 10, pair noise 0.17: 3-way TVD 0.0748 two-way,
-# 0.0661 adaptive; ct_drug_deaths at eps 10, pair noise 0.025: Sprint-2 score 979.6 two-way, 967.6 adaptive).
-TWO_WAY_NOISE_FROM_DRAWS = 0.1
-# Adaptive regime, rounds not already few: the 1-way marginals get two rounds' rho each where the noise of the
-# pairs (not of the group × column marginals) is below this, a budget rich enough for pairs to be worth their
-# noise (``Plan.rich``; adult at eps 1, pair noise 1.5, 2-way TVD 0.0363 -> 0.0359 against one round's rho;
-# four rounds' there: 0.0352 against 0.0353, 3-way 0.0861 against 0.0848), and POOR_ONE_WAY_ROUNDS rounds' rho
-# each above it.  Where rounds are few, taking from them costs more than sharper 1-ways give (adult at eps 10,
-# 2-way TVD 0.0205 -> 0.0225 with two rounds' rho).  bench/RESULTS.md, issue 11.
-RICH_PAIR_NOISE = 2.0
-# Where pairs are noisy, the 2-way error is mostly the 1-way marginals' own (adult at eps 0.1: hours-per-week's
-# 1-way TVD 0.125), and sharper 1-way marginals are worth more than rounds: adult at eps 0.1 / 0.3 / 0.5 (pair
-# noise 13.5 / 4.7 / 2.9), 2-way TVD 0.0992 / 0.0595 / 0.0472 with one round's rho, 0.0904 / - / - with four
-# (16 / 8 / 8 seeds; five: 0.0874 / 0.0542 / 0.0439), but raw Adult's classifier at eps 0.1 loses macro F1
-# 0.735 -> 0.726 with four, 0.694 with five (bench/RESULTS.md, issue 11: "Sharper 1-way marginals").  Without
-# public records only: public records carry the 1-way shapes already (the demo at eps 0.1, 3 seeds: 2-way TVD
-# 0.0983 -> 0.1048, 1-way 0.0408 -> 0.0466, with four).
-POOR_ONE_WAY_ROUNDS = 4
-# ... and this many with groups: the group counts already take the write-up's share there, and the rounds that
-# are left choose the pairs a classifier reads (bench/RESULTS.md, issue 11: the demo without its public file at
-# eps 0.1, seeds 100-139: Sprint-2 score 676.8 -> 682.8, accuracy 0.668 -> 0.680, 2-way TVD 0.1576 -> 0.1599)
-POOR_GROUPED_ONE_WAY_ROUNDS = 2
-# Adaptive regime where the pairs are noisy (rounds not few, budget not rich): the group counts keep this share of
-# the write-up's group-count share, the rest goes to the rounds.  There the write-up's share (40% of the rho on
-# the demo at eps 0.1: noise sd 91 on about 1,350 rows a group) buys counts more precise than the per-group
-# score needs, while the rounds starve (bench/RESULTS.md, issue 11: the demo without its public file at eps 0.1,
-# seeds 20-35: accuracy 0.677 -> 0.701, 2-way TVD 0.1408 -> 0.1344, Sprint-2 score 740.0 -> 737.3 (±2.7); the
-# demo at eps 0.1, seeds 0-7: score 780.9 -> 787.5, 2-way TVD 0.1084 -> 0.0965).  Where the budget is rich the
-# group share is already small (4% at eps 1).
-POOR_GROUP_SHARE = 0.5
-# Public regime with groups and no public file, under the auto planner: this share of the group counts' rho
-# goes to group × column marginals of the columns that differ most between groups (method/group_columns.py;
-# bench/RESULTS.md, issue 11: ct_drug_deaths at eps 0.1, 16 seeds, Sprint-2 score 762.4 -> 804.3, accuracy
-# 0.549 -> 0.664, 2-way TVD 0.0958 -> 0.0953; taken from the 1-way marginals instead, 2-way TVD 0.1095).
-GROUP_COLUMN_SHARE = 0.5
-# ... only where the group counts keep a noise sd of at most this share of the mean group size (noisy total over
-# groups) after that cut: the per-group score zeroes a group whose count is 250 rows off, and noisier counts cost
-# more than the per-group columns give (the demo without its public file at eps 0.04, 40 groups, noise 0.21 of
-# a group: score 561.4 -> 516.7 with the cut; ct_drug_deaths at eps 0.1, 9 groups, 0.13: 762.4 -> 804.3).
-GROUP_COUNT_NOISE = 0.15
-# ... and, where the group × column marginals are measured, this share of what the group counts keep (their noise
-# sd then 1/sqrt(1 - PAIR_SHARE) = 1.2 times the one checked) picks and measures a few pairs of columns that
-# depart most from independence (method/dependent_pairs.py): the only association between columns the records
-# otherwise keep is through the groups (bench/RESULTS.md, issue 11: ct_drug_deaths at eps 0.1, seeds 0-223,
-# Sprint-2 score 799.8 -> 799.4, 2-way TVD 0.0989 -> 0.0972, accuracy 0.662 -> 0.695, macro F1 0.608 -> 0.660;
-# taken from the 1-way marginals instead, seeds 32-95, 2-way TVD 0.0978 -> 0.1021; from the group × column
-# marginals, seeds 96-223, Sprint-2 score 801.9 -> 795.9).
-PAIR_SHARE = 0.3
 
 
 @dataclass(frozen=True)
@@ -117,7 +68,7 @@ class Plan:
     group_share: float
     marginal_share: float
     few_rounds: bool = False  # adaptive where every pair would be cheap to measure: fewer, larger rounds
-    rich: bool = False  # adaptive, rounds not few, pairs' noise below RICH_PAIR_NOISE
+    rich: bool = False  # adaptive, rounds not few, pairs' noise below planner_rich_pair_noise
     one_way_rounds: int = 1  # adaptive: the 1-way marginals' rho, in rounds' rho each
     group_column_share: float = 0.0  # public regime: group × column marginals of chosen columns
     many_rounds: bool = False  # adaptive, pairs noisy, no public records: more, smaller rounds
@@ -176,20 +127,20 @@ def make_plan(epsilon: float, theta: int, noisy_total: float | None, has_groups:
     ``columns``: how many non-group columns there are; with none, the marginal share goes
     to the group counts.  Where the write-up picks one-way or two-way and ``rho`` and
     ``pair_cells`` (the cells of every pair of non-group columns) are given, measuring every
-    pair decides: two-way when its noise (``pair_noise``) is below TWO_WAY_NOISE (without public
-    records TWO_WAY_NOISE_FROM_DRAWS), and so is that of the group × column marginals (cells
+    pair decides: two-way when its noise (``pair_noise``) is below planner_two_way_noise (without public
+    records planner_two_way_noise_from_draws), and so is that of the group × column marginals (cells
     ``group_cells``) where there are groups; else the adaptive rounds, which measure only the
-    marginals worth their noise (``few_rounds`` where that noise is below TWO_WAY_NOISE; 1-way
+    marginals worth their noise (``few_rounds`` where that noise is below planner_two_way_noise; 1-way
     marginals at two rounds' rho each, ``one_way_rounds``, where the pairs' noise is below
-    RICH_PAIR_NOISE, ``rich``, and without public records at POOR_ONE_WAY_ROUNDS rounds' rho above it
-    (POOR_GROUPED_ONE_WAY_ROUNDS with groups),
-    where the rounds are not few; there the group counts keep POOR_GROUP_SHARE of the write-up's
+    planner_rich_pair_noise, ``rich``, and without public records at planner_poor_one_way_rounds rounds' rho above it
+    (planner_poor_grouped_one_way_rounds with groups),
+    where the rounds are not few; there the group counts keep planner_poor_group_share of the write-up's
     group-count share, the rest going to the rounds, and without public records the rounds are
     ``many_rounds``, method/adaptive.py MANY_ROUNDS_PER_COLUMN).  In the public regime with groups but no public
-    file, given ``rho`` (the auto planner) and a noisy total, GROUP_COLUMN_SHARE of the group counts'
+    file, given ``rho`` (the auto planner) and a noisy total, planner_group_column_share of the group counts'
     share goes to ``group_column_share`` (method/group_columns.py) where the group counts' noise sd
-    after that cut stays within GROUP_COUNT_NOISE of the mean size of the ``n_groups`` groups; then, with two or
-    more columns, PAIR_SHARE of what they keep goes to ``pair_share`` (method/dependent_pairs.py).
+    after that cut stays within planner_group_count_noise of the mean size of the ``n_groups`` groups; then, with two or
+    more columns, planner_pair_share of what they keep goes to ``pair_share`` (method/dependent_pairs.py).
     """
     t = Thresholds.for_theta(theta)
     total_eps, tau1, tau2, one_way_rounds = 0.0, 0.0, 0.0, 1
@@ -212,14 +163,14 @@ def make_plan(epsilon: float, theta: int, noisy_total: float | None, has_groups:
             pairs = pair_noise(rho, theta, noisy_total, pair_cells)
             groups = pair_noise(rho, theta, noisy_total, group_cells) if has_groups and group_cells else 0.0
             noise = max(pairs, groups)
-            regime = TWO_WAY if noise < (TWO_WAY_NOISE if has_public else TWO_WAY_NOISE_FROM_DRAWS) else ADAPTIVE
-            few_rounds = regime == ADAPTIVE and noise < TWO_WAY_NOISE
-            rich = regime == ADAPTIVE and not few_rounds and pairs < RICH_PAIR_NOISE
+            regime = TWO_WAY if noise < (T.planner_two_way_noise if has_public else T.planner_two_way_noise_from_draws) else ADAPTIVE
+            few_rounds = regime == ADAPTIVE and noise < T.planner_two_way_noise
+            rich = regime == ADAPTIVE and not few_rounds and pairs < T.planner_rich_pair_noise
             poor = regime == ADAPTIVE and not few_rounds and not rich
             many_rounds = poor and not has_public
             if regime == ADAPTIVE and not few_rounds:
                 one_way_rounds = 2 if rich else 1 if has_public else \
-                    POOR_GROUPED_ONE_WAY_ROUNDS if has_groups else POOR_ONE_WAY_ROUNDS
+                    T.planner_poor_grouped_one_way_rounds if has_groups else T.planner_poor_one_way_rounds
     else:
         regime = written = forced
     rest = epsilon - total_eps
@@ -228,7 +179,7 @@ def make_plan(epsilon: float, theta: int, noisy_total: float | None, has_groups:
     else:
         tau = tau1 if written == ONE_WAY else tau2  # forced adaptive: the two-way share
         x = max(0.0, epsilon - t.eps0 - t.eps1 - tau)
-        group_eps = min(t.eps3, t.eps1 + x / 2, rest / 2) * (POOR_GROUP_SHARE if poor and columns else 1.0)
+        group_eps = min(t.eps3, t.eps1 + x / 2, rest / 2) * (T.planner_poor_group_share if poor and columns else 1.0)
     marginal_eps = rest - group_eps
     if regime == PUBLIC and not has_public:
         marginal_eps = group_eps / 2
@@ -241,12 +192,12 @@ def make_plan(epsilon: float, theta: int, noisy_total: float | None, has_groups:
         marginal_eps = 0.0
     group_column_eps = pair_eps = 0.0
     if regime == PUBLIC and not has_public and has_groups and columns and rho is not None and noisy_total:
-        kept = (1 - GROUP_COLUMN_SHARE) * group_eps / epsilon * rho  # the group counts' rho after the cut
-        if theta / math.sqrt(2 * kept) <= GROUP_COUNT_NOISE * noisy_total / n_groups:
-            group_column_eps = GROUP_COLUMN_SHARE * group_eps
+        kept = (1 - T.planner_group_column_share) * group_eps / epsilon * rho  # the group counts' rho after the cut
+        if theta / math.sqrt(2 * kept) <= T.planner_group_count_noise * noisy_total / n_groups:
+            group_column_eps = T.planner_group_column_share * group_eps
             group_eps -= group_column_eps
             if columns > 1:
-                pair_eps = PAIR_SHARE * group_eps
+                pair_eps = T.planner_pair_share * group_eps
                 group_eps -= pair_eps
     return Plan(regime, total_eps / epsilon, group_eps / epsilon, marginal_eps / epsilon, few_rounds, rich,
                 one_way_rounds, group_column_eps / epsilon, many_rounds, pair_eps / epsilon)

@@ -9,10 +9,10 @@ and categorical marginals (1-, 2-way, and 3-way with the target), and fits a rel
 
 Measurements (all through the private table, Gaussian, sensitivity from theta):
 
-1. noisy group counts (GROUP_SHARE of the budget) when there are group columns; the shares of steps
+1. noisy group counts (rap_group_share of the budget) when there are group columns; the shares of steps
    2-4 below are of what steps 1 and 3b leave;
-2. every column's 1-way answer (ONE_WAY_SHARE, split equally): a categorical column's counts, or a
-   numeric column's counts in FINE_INTERVALS equal intervals of its public range (at the public file's
+2. every column's 1-way answer (rap_one_way_share, split equally): a categorical column's counts, or a
+   numeric column's counts in rap_fine_intervals equal intervals of its public range (at the public file's
    quantiles when one is given), with cuts at both bounds so that a spike there (zero incomes, top
    codes) has a slot of its own, plus nulls; with ``--target``, per target value where the table has
    numeric columns (the rounds then spend mostly on numeric queries, and without these pairs adult_raw's
@@ -20,11 +20,11 @@ Measurements (all through the private table, Gaussian, sensitivity from theta):
    counts (the rounds choose which pairs with the target matter: categorical Adult at eps 1, 3 seeds,
    2-way TVD 0.0473 per target value, 0.040 not);
 3. with numeric columns, every pair of categorical columns (other than the target, whose pairs step
-   2 holds) of at most ``max_cells`` cells (PAIR_SHARE, split equally).  Without numeric columns the
+   2 holds) of at most ``max_cells`` cells (rap_pair_share, split equally).  Without numeric columns the
    rounds' candidates are categorical marginals alone and the selection finds the pairs that matter:
    on categorical Adult, measuring every pair first raised 2-way TVD from 0.054 to 0.064 at eps 1;
-3b. with group columns, after a first projection, every column's answer per group (GROUP_COLUMN_SHARE,
-   split equally; a numeric column's interval counts cut at MIX_CUTS quantiles of the relaxed table's
+3b. with group columns, after a first projection, every column's answer per group (rap_group_column_share,
+   split equally; a numeric column's interval counts cut at rap_mix_cuts quantiles of the relaxed table's
    values; at most ``max_cells`` cells): the records, not the relaxed table, fit them (a group column
    is fixed, so the fit moves records within their group), and the rounds do not choose them again.
    On the demo (groups PUMA × YEAR) rap had no per-group answer but the counts, and the per-group
@@ -32,7 +32,7 @@ Measurements (all through the private table, Gaussian, sensitivity from theta):
    doubled its time;
 4. after a first projection, every numeric column's interval counts per value of each categorical
    column other than the target, and per code of each later numeric column (its public bins; only
-   the records fit those: the relaxed table has no bins), in one MIX_SHARE split equally (MIX_CUTS cuts
+   the records fit those: the relaxed table has no bins), in one rap_mix_share split equally (rap_mix_cuts cuts
    at the relaxed table's quantiles, at most ``max_cells`` slots): the mixed marginals.  Steps 2-4 give
    the records every pair the write-up's two-way regime measures, which ties the features to one
    another and to the target as a classifier needs (on the demo, pairs of numeric columns carried
@@ -40,7 +40,7 @@ Measurements (all through the private table, Gaussian, sensitivity from theta):
    on what the fit still gets wrong;
 5. ``rounds`` rounds on the rest, split equally: each picks ``per_round`` candidates one at a time by
    the exponential mechanism on the L1 distance between the private answer and the relaxed table's
-   (minus the noise a measurement would add; SELECT_SHARE of the round, in equal shares), leaving out
+   (minus the noise a measurement would add; rap_select_share of the round, in equal shares), leaving out
    after each pick the categorical marginals nested in or around it, measures them with the rest of
    the round, and projects again.
 
@@ -57,7 +57,7 @@ unfitted (the release rounds values to the column's precision and recomputes the
 each categorical column that no interval query reads is exchanged among the records that agree on
 every column measured with it (lib/exchange.py, as method/adaptive.py does), which keeps every
 measured marginal's counts and drops associations nothing measured (categorical Adult at eps 1,
-3 seeds: 2-way TVD 0.0500 -> 0.0473).  Projections after the first start at RESTART_BETA, not at
+3 seeds: 2-way TVD 0.0500 -> 0.0473).  Projections after the first start at rap_restart_beta, not at
 START_BETA.
 """
 from __future__ import annotations
@@ -79,34 +79,13 @@ from lib.exchange import exchange_unmeasured
 from lib.privacy.private_table import Measurement, PrivateTable
 from lib.privacy.queries import Intervals, Marginal
 from lib.progress import progress
+from lib.tuning import T
 from method.base import Method, PublicData, RunContext, SynthesisResult, option
 from method.groups import group_sizes, smoothed_counts
 
 log = logging.getLogger(__name__)
 
-GROUP_SHARE = 0.1       # of rho, on the group counts (with group columns)
-GROUP_COLUMN_SHARE = 0.2  # of rho, on every column's answer per group (with group columns)
-ONE_WAY_SHARE = 0.2     # of the rest of rho (after those two), on every column's 1-way answer
-PAIR_SHARE = 0.2        # of the rest, on every pair of categorical columns
-MIX_SHARE = 0.35        # of the rest, on every numeric column's interval counts per categorical column (at 0.2,
-                        # 3 seeds: demo eps 1 / 10 mixed-marginal error 0.0035 / 0.0021 -> 0.0032 / 0.0020, adult_raw
-                        # 0.0059 / 0.0044 -> 0.0044 / 0.0034, 2-way TVD lower too; 0.5 as good on the demo)
-MIX_CUTS = 8            # cuts of those interval counts
-SELECT_SHARE = 0.1      # of each round's rho, on choosing its queries (categorical Adult at eps 1, seeds 0-3, with
-                        # one pick at a time: 2-way TVD 0.0403 at 0.2, 0.0391 at 0.1, 0.0409 at 0.3)
-FINE_INTERVALS = 32     # intervals of a numeric column's first measurement
-CUTS = 16               # cuts of a candidate's interval counts
-DIRECTIONS = 8          # random directions over all numeric columns per round (linear thresholds)
 START_BETA, MAX_BETA = 8.0, 1024.0
-# Projections after the first start at this inverse temperature: the table already fits the earlier answers
-# at MAX_BETA, and restarting at START_BETA smoothed that fit away only to redo it (bench/RESULTS.md "RAP++",
-# 3 seeds: the demo at eps 1, 182 -> 115 s and mixed-marginal error 0.0038 -> 0.0035; adult_raw at eps 10,
-# 0.0074 -> 0.0044; 32 as good but 150 s on the demo, 256 worse on the demo)
-RESTART_BETA = 128.0
-VALUE_RATE = 0.05       # Adam's step on numeric values at START_BETA (lib/relaxed.py project: shrinks as 1/beta)
-LOGIT_RATE = 0.03       # Adam's step on categorical logits: at 0.3 rows turned one-hot within the first
-                        # projection and then hardly moved (softmax gradients vanish), so later rounds'
-                        # measurements went unfitted (bench/RESULTS.md "RAP++")
 
 
 @dataclass(frozen=True)
@@ -114,15 +93,15 @@ class RapOptions:
     target: str | None = option(None, "rap and superquail: categorical label column; rap adds class-conditional "
                                       "linear threshold queries (random directions over the numeric columns) and "
                                       "3-way marginals with it to the candidates; superquail (required) predicts it")
-    rounds: int = option(5, "rap: adaptive rounds (T)", type=int, minimum=1)
-    per_round: int = option(5, "rap: queries chosen and measured per round (K)", type=int, minimum=1)
+    rounds: int = option(5, "rap: adaptive rounds (T)", type=int, minimum=1, expert=True)
+    per_round: int = option(5, "rap: queries chosen and measured per round (K)", type=int, minimum=1, expert=True)
     rows: int = option(4000, "rap: rows of the relaxed table (n-hat); the release draws its records from them",
-                       type=int, minimum=10)
-    steps: int = option(30, "rap: most Adam steps per inverse temperature of a projection", type=int, minimum=1)
+                       type=int, minimum=10, expert=True)
+    steps: int = option(30, "rap: most Adam steps per inverse temperature of a projection", type=int, minimum=1, expert=True)
     device: str = option("cpu", "rap: where projections run: cpu (numpy) or gpu (cupy; an optional extra, "
                                 "requirements-gpu.txt)", choices=relaxed.DEVICES)
     max_cells: int = option(2000, "rap: the largest query (cells × slots) a round may measure, and the largest "
-                                  "categorical pair or mixed marginal measured before the rounds", type=int, minimum=1)
+                                  "categorical pair or mixed marginal measured before the rounds", type=int, minimum=1, expert=True)
 
 
 def check(options: RapOptions, schema) -> list[str]:
@@ -279,27 +258,27 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
         log.warning("rap: --target %s is a group column or set by the release; no class-conditional queries",
                     options.target)
         options = dataclasses.replace(options, target=None)
-    rho_groups = GROUP_SHARE * rho if layout.groups else 0.0
+    rho_groups = T.rap_group_share * rho if layout.groups else 0.0
     by_group = [c for c in layout.free + layout.numeric
                 if domain.size(layout.groups) * _slots(layout, c) <= options.max_cells] if layout.groups else []
-    rho_by_group = GROUP_COLUMN_SHARE * rho if by_group else 0.0
+    rho_by_group = T.rap_group_column_share * rho if by_group else 0.0
     rest = (rho - rho_groups - rho_by_group) / rho  # the other steps' shares are of what these leave
-    rho_one_way = ONE_WAY_SHARE * rest * rho
+    rho_one_way = T.rap_one_way_share * rest * rho
     pairs = [Marginal(pair) for pair in itertools.combinations([c for c in layout.free if c != options.target], 2)
              if domain.size(pair) <= options.max_cells] if layout.numeric else []
-    rho_pairs = PAIR_SHARE * rest * rho if pairs else 0.0
+    rho_pairs = T.rap_pair_share * rest * rho if pairs else 0.0
     mixed = [(column, c) for column in layout.numeric for c in layout.free
-             if c != options.target and domain.size((c,)) * (MIX_CUTS + 2) <= options.max_cells]
+             if c != options.target and domain.size((c,)) * (T.rap_mix_cuts + 2) <= options.max_cells]
     mixed += [(a, b) for a, b in itertools.combinations(layout.numeric, 2)
-              if b in domain.edges and domain.size((b,)) * (MIX_CUTS + 2) <= options.max_cells]
-    rho_mixed = MIX_SHARE * rest * rho if mixed else 0.0
+              if b in domain.edges and domain.size((b,)) * (T.rap_mix_cuts + 2) <= options.max_cells]
+    rho_mixed = T.rap_mix_share * rest * rho if mixed else 0.0
     rho_round = (rho - rho_groups - rho_by_group - rho_one_way - rho_pairs - rho_mixed) / options.rounds
     log.info("rap: %d relaxed rows, %d rounds × %d queries; rho %.4g: %.0f%% group counts, %.0f%% %d columns per "
              "group, %.0f%% 1-way answers, %.0f%% %d categorical pairs, %.0f%% mixed marginals, %.0f%% rounds "
              "(%.0f%% of each on selection)", options.rows, options.rounds, options.per_round, rho,
              100 * rho_groups / rho, 100 * rho_by_group / rho, len(by_group), 100 * rho_one_way / rho,
              100 * rho_pairs / rho, len(pairs), 100 * rho_mixed / rho, 100 * options.rounds * rho_round / rho,
-             100 * SELECT_SHARE)
+             100 * T.rap_select_share)
 
     with ctx.timed("measuring"):
         counts = private.measure(Marginal(layout.groups), rho_groups, f"group counts ({' × '.join(layout.groups)})") \
@@ -321,9 +300,9 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
     if mixed or by_group:
         projected = len(fits)
         with ctx.timed("measuring"):
-            # MIX_CUTS cuts per numeric column at the relaxed table's quantiles (post-processing)
+            # rap_mix_cuts cuts per numeric column at the relaxed table's quantiles (post-processing)
             values = relaxed.to_numpy(table.values).astype(np.float64)
-            cuts = [_quantile_cuts(values[:, j], MIX_CUTS) for j in range(len(layout.numeric))]
+            cuts = [_quantile_cuts(values[:, j], T.rap_mix_cuts) for j in range(len(layout.numeric))]
             for m in _mixed_marginals(private, layout, cuts, mixed, rho_mixed):
                 # by a numeric column's bins: only the records can fit it (relaxed.RelaxedQuery.bins)
                 (record_fits if layout.relaxed(m.query).bins else fits).append(_fit(layout, m, total, reference))
@@ -350,10 +329,12 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
 
 
 def _project(table: relaxed.RelaxedTable, fits: list[relaxed.Fit], options: RapOptions,
-             beta: float = RESTART_BETA) -> dict:
-    """relaxed.project from inverse temperature ``beta`` to MAX_BETA, numeric values' steps as from START_BETA."""
-    return relaxed.project(table, fits, beta, MAX_BETA, steps=options.steps, lr=LOGIT_RATE,
-                           value_lr=VALUE_RATE * START_BETA / beta)
+             beta: float | None = None) -> dict:
+    """relaxed.project from inverse temperature ``beta`` (default rap_restart_beta) to MAX_BETA, numeric values'
+    steps as from START_BETA."""
+    beta = T.rap_restart_beta if beta is None else beta
+    return relaxed.project(table, fits, beta, MAX_BETA, steps=options.steps, lr=T.rap_logit_rate,
+                           value_lr=T.rap_value_rate * START_BETA / beta)
 
 
 def _mixed_marginals(private: PrivateTable, layout: _Layout, cuts: list[tuple[float, ...]],
@@ -384,8 +365,8 @@ def _first_queries(layout: _Layout, target: str | None, public: PublicData | Non
 
 
 def _slots(layout: _Layout, column: str) -> int:
-    """Cells of a column's answer per group in step 3b: its categories, or MIX_CUTS + 2 interval slots."""
-    return MIX_CUTS + 2 if layout.domain.is_numeric(column) else layout.domain.size((column,))
+    """Cells of a column's answer per group in step 3b: its categories, or rap_mix_cuts + 2 interval slots."""
+    return T.rap_mix_cuts + 2 if layout.domain.is_numeric(column) else layout.domain.size((column,))
 
 
 def _one_way(layout: _Layout, column: str, public: PublicData | None, by: tuple[str, ...] = ()):
@@ -396,12 +377,12 @@ def _one_way(layout: _Layout, column: str, public: PublicData | None, by: tuple[
     if not layout.domain.is_numeric(column):
         return Marginal((column,) + by)
     j = layout.numeric.index(column)
-    cuts = np.linspace(0, 1, FINE_INTERVALS + 1)
+    cuts = np.linspace(0, 1, T.rap_fine_intervals + 1)
     if public is not None:
         values = layout.scales[j].relaxed(public.numeric[column])
         values = values[~np.isnan(values)]
-        if len(np.unique(values)) > FINE_INTERVALS:
-            cuts = np.quantile(values, np.linspace(0, 1, FINE_INTERVALS + 1))
+        if len(np.unique(values)) > T.rap_fine_intervals:
+            cuts = np.quantile(values, np.linspace(0, 1, T.rap_fine_intervals + 1))
     cuts[-1] = np.nextafter(1.0, 0.0)  # with the cut at 0: spikes at either bound get slots of their own
     return layout.intervals((j,), (1.0,), np.concatenate([[0.0], cuts]), by)
 
@@ -475,15 +456,16 @@ def _draw_values(m: Measurement, cuts: tuple[float, ...], n: int,
     counts = np.clip(np.asarray(m.noisy, dtype=np.float64).reshape(-1, len(cuts) + 2).sum(axis=0), 0, None)
     slot = rng.choice(len(counts), size=n, p=counts / counts.sum()) if counts.sum() > 0 else \
         rng.integers(0, len(counts) - 1, n)
-    edges = np.concatenate([[-relaxed.MARGIN], cuts, [1.0 + relaxed.MARGIN]])
+    edges = np.concatenate([[-T.relaxed_margin], cuts, [1.0 + T.relaxed_margin]])
     low, high = edges[np.minimum(slot, len(edges) - 2)], edges[np.minimum(slot, len(edges) - 2) + 1]
     values = low + rng.random(n) * (high - low)
     return values, np.where(slot == len(counts) - 1, 0.9, 0.05)
 
 
-def _quantile_cuts(values: np.ndarray, k: int = CUTS, low: float = 0.0, high: float = 1.0) -> tuple[float, ...]:
-    """About k cuts at quantiles of ``values`` (the relaxed table's: public), inside [low, high): never
-    inside the margins where the relaxed values of a spike at a bound wait to be clipped."""
+def _quantile_cuts(values: np.ndarray, k: int | None = None, low: float = 0.0, high: float = 1.0) -> tuple[float, ...]:
+    """About k (default rap_cuts) cuts at quantiles of ``values`` (the relaxed table's: public), inside
+    [low, high): never inside the margins where the relaxed values of a spike at a bound wait to be clipped."""
+    k = T.rap_cuts if k is None else k
     return _strict(np.clip(np.quantile(values, np.linspace(0, 1, k + 2)[1:-1]), low, np.nextafter(high, low)))
 
 
@@ -527,7 +509,7 @@ def _candidates(layout: _Layout, table: relaxed.RelaxedTable, options: RapOption
         # full range; bench/RESULTS.md "RAP++")
         out.append(_projection(layout, values, (a, b), np.array(w), low=0.0, high=w[0] + w[1]))
     if target is not None and numeric:
-        for _ in range(DIRECTIONS):
+        for _ in range(T.rap_directions):
             w = rng.normal(size=len(numeric))
             out.append(_projection(layout, values, tuple(range(len(numeric))), w / np.linalg.norm(w), (target,)))
     return [q for q in out if int(np.prod(q.shape(domain))) <= options.max_cells]
@@ -536,14 +518,14 @@ def _candidates(layout: _Layout, table: relaxed.RelaxedTable, options: RapOption
 def _round(private: PrivateTable, layout: _Layout, table: relaxed.RelaxedTable, total: float, rho: float,
            options: RapOptions, rng: np.random.Generator, t: int, by_group: set[str]) -> list[Measurement]:
     """One round: choose ``per_round`` candidates one at a time, each by the exponential mechanism on an equal
-    share of SELECT_SHARE of ``rho``, among those not nested with a chosen one (``_nested``; all unchosen ones
+    share of rap_select_share of ``rho``, among those not nested with a chosen one (``_nested``; all unchosen ones
     when none is left), and measure each with an equal share of the rest.  Privacy cost: ``rho``."""
     candidates = _candidates(layout, table, options, rng, by_group)
     if not candidates:
         log.warning("rap round %d: no candidate fits --max-cells %d; nothing measured", t + 1, options.max_cells)
         return []
     k = min(options.per_round, len(candidates))
-    rho_each = rho * (1 - SELECT_SHARE) / k
+    rho_each = rho * (1 - T.rap_select_share) / k
     references = [total * a.reshape(q.shape(layout.domain)) for q, a in
                   zip(candidates, relaxed.answers(table, [layout.relaxed(q) for q in candidates], MAX_BETA))]
     penalties = [math.sqrt(2 / math.pi) * private.sensitivity(q).l2 / math.sqrt(2 * rho_each) *
@@ -553,7 +535,7 @@ def _round(private: PrivateTable, layout: _Layout, table: relaxed.RelaxedTable, 
         left = [c for c in range(len(candidates)) if c not in picked]
         apart = [c for c in left if not any(_nested(candidates[c], candidates[i]) for i in picked)]
         left = apart or left
-        chosen = private.select([candidates[c] for c in left], [references[c] for c in left], rho * SELECT_SHARE / k,
+        chosen = private.select([candidates[c] for c in left], [references[c] for c in left], rho * T.rap_select_share / k,
                                 penalties=[penalties[c] for c in left],
                                 label=f"rap round {t + 1}, query {j + 1} of {k}: 1 of {len(left)} candidates")
         picked.append(left[chosen.chosen[0]])
@@ -637,8 +619,8 @@ def _fit_records(layout: _Layout, cat_codes: list[np.ndarray], values: np.ndarra
     whose noise was 0.002 (bench/RESULTS.md)."""
     sizes = tuple(layout.domain.sizes[layout.domain.index(c)] for c in layout.categorical)
     codes = np.column_stack(cat_codes) if cat_codes else np.zeros((len(values), 0), np.int32)
-    codes, values, before, after = record_fit.fit_records(codes, sizes, values, fits, -relaxed.MARGIN,
-                                                          1.0 + relaxed.MARGIN, rng, tuple(range(len(layout.groups))),
+    codes, values, before, after = record_fit.fit_records(codes, sizes, values, fits, -T.relaxed_margin,
+                                                          1.0 + T.relaxed_margin, rng, tuple(range(len(layout.groups))),
                                                           layout.nullable)
     if fits:
         log.info("rap: the records fitted to %d noisy answers (weighted squared error %.4g -> %.4g)",

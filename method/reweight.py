@@ -23,7 +23,7 @@ Several specs are joined with ``;`` (or given as a list).  The stage:
    (lib/tilting.denoised_answers, cvxpy).  An answer within noise of the synthetic one is left
    where the synthetic rows have it;
 3. finds the tilt exp(-λ·(q(x) - a)) of the synthetic rows toward those estimates, each answer
-   with a tolerance of BAND of its estimate's sd (lib/tilting.tilt); with group columns,
+   with a tolerance of reweight_band of its estimate's sd (lib/tilting.tilt); with group columns,
    alternates it with rescaling each group to its own size (alternating I-projections), so that
    resampling within groups keeps every group's row count; stops the tilt part of the way where
    the weights' effective sample size would fall below ``floor`` of the rows;
@@ -38,7 +38,7 @@ from __future__ import annotations
 import logging
 import math
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -47,18 +47,12 @@ from lib.domain import scale_to_unit
 from lib.marginals import cell_index
 from lib.privacy.private_table import PrivateTable
 from lib.privacy.queries import Marginal, Moments
-from lib.tilting import (SUPPORT_CAP, denoised_answers, effective_share, posterior, prior_sd, resample, tempered,
-                         tilt)
+from lib.tilting import denoised_answers, effective_share, posterior, prior_sd, resample, tempered, tilt
+from lib.tuning import T
 from method.base import OptionError, RunContext
 
 log = logging.getLogger("dpsyn")
 
-SHARE = 0.1        # default share of the run's rho
-BAND = 1.0         # each answer's tolerance, in sds of its estimate: an answer within it is not chased
-FLOOR = 0.5        # the tilt stops where the weights' effective sample size would fall below this share of rows
-QUANTILES = (0.01, 0.99)  # default moment bounds: these quantiles of the public file's values
-MAX_CELLS = 1000   # cells of one marginal measure (each a column of the dense query matrix)
-GROUP_PASSES = 3   # alternations of tilt and per-group rescaling when there are groups
 PRODUCT = re.compile(r"\s*[×*]\s*")
 COLUMN = re.compile(r"\s*([^,\[\]]+?)\s*(?:\[([^\]]*)\])?\s*(?:,|$)")
 
@@ -70,8 +64,8 @@ class ReweightSpec:
 
     moments: tuple[tuple[str, ...], ...] = ()
     marginals: tuple[tuple[str, ...], ...] = ()
-    share: float = SHARE
-    floor: float = FLOOR
+    share: float = field(default_factory=lambda: T.reweight_share)
+    floor: float = field(default_factory=lambda: T.reweight_floor)
     bounds: tuple[tuple[str, float, float], ...] = ()  # (column, low, high)
     sources: tuple[tuple[str, str], ...] = ()  # (column, where its bounds came from), after with_bounds
 
@@ -111,9 +105,11 @@ def _moment_columns(item: str, rest: str, problems: list[str]) -> list[tuple[str
 
 
 def parse_reweight(specs: str | Sequence[str], names: Sequence[str], numeric: Sequence[str],
-                   share: float = SHARE, floor: float = FLOOR) -> ReweightSpec:
+                   share: float | None = None, floor: float | None = None) -> ReweightSpec:
     """The ReweightSpec of ``specs`` (``kind:columns`` items, ``;``-separated or a list) against the
     schema's column ``names`` and its ``numeric`` ones; OptionError lists every problem, one line each."""
+    share = T.reweight_share if share is None else share
+    floor = T.reweight_floor if floor is None else floor
     items = [specs] if isinstance(specs, str) else list(specs)
     items = [part.strip() for item in items for part in str(item).split(";") if part.strip()]
     problems, moments, marginals, declared = [], [], [], {}
@@ -172,7 +168,7 @@ def parse_reweight(specs: str | Sequence[str], names: Sequence[str], numeric: Se
 def with_bounds(spec: ReweightSpec, ranges: Mapping[str, tuple[float, float]],
                 public: Mapping[str, np.ndarray] | None) -> ReweightSpec:
     """``spec`` with clipping bounds for every moment column: declared ones as given, else the public
-    values' QUANTILES (when they are apart), else the column's range.  Public facts only."""
+    values' reweight_quantiles (when they are apart), else the column's range.  Public facts only."""
     declared = {c: (lo, hi) for c, lo, hi in spec.bounds}
     bounds, sources = [], []
     for column in dict.fromkeys(c for m in spec.moments for c in m):
@@ -183,10 +179,10 @@ def with_bounds(spec: ReweightSpec, ranges: Mapping[str, tuple[float, float]],
         values = None if public is None else np.asarray(public[column], dtype=np.float64)
         values = None if values is None else values[~np.isnan(values)]
         if values is not None and len(values):
-            low, high = (float(q) for q in np.quantile(values, QUANTILES))
+            low, high = (float(q) for q in np.quantile(values, T.reweight_quantiles))
             if low < high:
                 bounds.append((column, low, high))
-                sources.append((column, f"public {QUANTILES[0]:.0%}-{QUANTILES[1]:.0%} quantiles"))
+                sources.append((column, f"public {T.reweight_quantiles[0]:.0%}-{T.reweight_quantiles[1]:.0%} quantiles"))
                 continue
         bounds.append((column, *map(float, ranges[column])))
         sources.append((column, "its range"))
@@ -208,10 +204,10 @@ def noise_in_units(spec: ReweightSpec, rho: float, theta: int) -> list[str]:
 
 
 def reweight_cell_problems(spec: ReweightSpec, domain) -> list[str]:
-    """One line per marginal of ``spec`` with more than MAX_CELLS cells in ``domain`` (public: checked
+    """One line per marginal of ``spec`` with more than reweight_max_cells cells in ``domain`` (public: checked
     before the private file is read)."""
-    return [f"--reweight marginals:{'×'.join(attrs)} has {domain.size(attrs)} cells; at most {MAX_CELLS}"
-            for attrs in spec.marginals if domain.size(attrs) > MAX_CELLS]
+    return [f"--reweight marginals:{'×'.join(attrs)} has {domain.size(attrs)} cells; at most {T.reweight_max_cells}"
+            for attrs in spec.marginals if domain.size(attrs) > T.reweight_max_cells]
 
 
 @dataclass(frozen=True)
@@ -310,15 +306,15 @@ def fitted_weights(blocks: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]], 
     if not prior[varying].any():  # the synthetic answers are within noise of every noisy one: nothing to chase
         return uniform, Reweighting(np.arange(n), noise_error, gap)
     support = np.unique(matrix, axis=0)
-    if len(support) > SUPPORT_CAP:
-        support = support[rng.choice(len(support), SUPPORT_CAP, replace=False)]
+    if len(support) > T.tilting_support_cap:
+        support = support[rng.choice(len(support), T.tilting_support_cap, replace=False)]
     estimates = denoised_answers(support, noisy, noise_sd, synthetic, prior)
     _, estimate_sd = posterior(noisy, noise_sd, synthetic, prior)
     qbar = matrix[:, varying] - estimates[varying]
-    tolerance = BAND * estimate_sd[varying]
+    tolerance = T.reweight_band * estimate_sd[varying]
     labels, sizes = np.unique(groups, return_inverse=True, return_counts=True)[1:]
     weights = uniform
-    for _ in range(GROUP_PASSES if len(sizes) > 1 else 1):
+    for _ in range(T.reweight_group_passes if len(sizes) > 1 else 1):
         weights = tilt(qbar, weights, tolerance).weights
         mass = np.bincount(labels, weights=weights, minlength=len(sizes))
         weights = weights * (sizes / n / np.maximum(mass, 1e-300))[labels]

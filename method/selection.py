@@ -20,7 +20,6 @@ import math
 
 import numpy as np
 
-SCORE_SHARE = 0.1  # fraction of the marginal budget spent on the dependency scores
 
 
 def noise_error(weight: float, theta: int, rho: float) -> float:

@@ -21,8 +21,8 @@ from functools import cached_property
 import numpy as np
 
 from lib.constraints import Box, Boxes
+from lib.tuning import T
 
-SPLIT_ABOVE = 32  # columns with more codes than this are split, in widths of about the square root
 
 
 @dataclass(frozen=True)
@@ -34,13 +34,13 @@ class SplitColumns:
 
     @classmethod
     def choose(cls, sizes: tuple[int, ...], candidates, at_null=()) -> SplitColumns:
-        """Split every column of ``candidates`` with more than SPLIT_ABOVE codes, in widths of
+        """Split every column of ``candidates`` with more than split_columns_split_above codes, in widths of
         ceil(sqrt(codes)) (about as many coarse codes as offsets); and every other candidate of more
         than two codes that is in ``at_null`` (numeric columns with a null token, which is their last
         code) at its null token, in a width of codes - 1: its coarse code is then 0 for a value and 1
         for null, so a marginal may read it as null or not."""
-        chosen = {j for j in candidates if sizes[j] > SPLIT_ABOVE}
-        nulls = {j for j in set(at_null) & set(candidates) if 2 < sizes[j] <= SPLIT_ABOVE}
+        chosen = {j for j in candidates if sizes[j] > T.split_columns_split_above}
+        nulls = {j for j in set(at_null) & set(candidates) if 2 < sizes[j] <= T.split_columns_split_above}
         return cls(tuple(sizes), tuple(math.isqrt(s - 1) + 1 if j in chosen else s - 1 if j in nulls else 1
                                        for j, s in enumerate(sizes)))
 

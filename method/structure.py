@@ -21,8 +21,8 @@ from lib.domain import Domain
 from lib.marginals import cell_index
 from lib.privacy.private_table import Measurement
 from lib.privacy.queries import Marginal
+from lib.tuning import T
 
-ROUNDS = 4
 
 
 def finish(codes: np.ndarray, domain: Domain, group_columns: tuple[str, ...], boxes: Boxes, derivations,
@@ -34,7 +34,7 @@ def finish(codes: np.ndarray, domain: Domain, group_columns: tuple[str, ...], bo
         if column not in fixed:
             _one_code_per_cell(out, domain, column, within, measurements, rng)
     keep = tuple(domain.indices(group_columns)) + tuple(domain.index(c) for c, _ in group_level)
-    for _ in range(ROUNDS):
+    for _ in range(T.structure_rounds):
         before = out.copy()
         out = derive(out, derivations, null_links, domain.sizes, rng)
         out = repair(out, boxes, rng, keep=keep)

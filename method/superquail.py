@@ -4,7 +4,7 @@ After "Budget wisely and fairly" (../shared/papers/superquail-budget-wisely-and-
 on our own synthesizer and DP classifiers:
 
 1. Budget: ``--alpha`` of the run's rho goes to DPSAGE, i.e. the base synthesizer (dpsyn, given
-   SYNTH_SHARE of it through ``PrivateTable.holding``) and the target's classifier (the rest);
+   superquail_synth_share of it through ``PrivateTable.holding``) and the target's classifier (the rest);
    the other 1 - alpha is split equally between the ``--beta`` feature classifiers.
 2. DP classifiers.  The target's (``--classifier logistic``, default): a multinomial logistic
    regression on every other column's one-hot codes, with ``--sensitive`` among its features: exact
@@ -16,7 +16,7 @@ on our own synthesizer and DP classifiers:
    × sensitive: one model per group), the classifier's rho split equally between its marginals;
    negative noisy counts become 0 and every cell gets one pseudo-count (post-processing).
 3. DPSAGE: the SAGE values (Covert et al.: permutation estimator, cross-entropy loss) of the
-   target's classifier, computed on up to SAGE_ROWS records of the DP synthetic data.  Both
+   target's classifier, computed on up to superquail_sage_rows records of the DP synthetic data.  Both
    classifiers' log-odds add up over columns; a column outside the subset is left out (naive
    Bayes: exactly the model averaged over it) or held at its mean contribution over the synthetic
    records (logistic).  Post-processing of DP outputs: free.  With ``--sensitive``, one ranking per
@@ -25,7 +25,7 @@ on our own synthesizer and DP classifiers:
 4. Sample step: every synthetic record gets its top-beta features and its target replaced, the
    classifiers visited in an order drawn per record: a feature by a draw from its classifier's
    posterior (keeping its distribution; the paper replaces by the prediction), the target by the
-   prediction where the classifier gives it probability CONFIDENCE or more (elsewhere the base
+   prediction where the classifier gives it probability superquail_confidence or more (elsewhere the base
    synthesizer's label stays: the paper replaces every label, which lost to a strong synthesizer),
    or, with ``--fair``, in every record (the paper's), at per-group thresholds tuned on the base
    synthetic records (post-processing):
@@ -48,28 +48,13 @@ import numpy as np
 from lib.privacy.accounting import eps_from_rho_delta
 from lib.privacy.private_table import PrivateTable
 from lib.privacy.queries import LogisticGradients, Marginal, Records
+from lib.tuning import T
 from method import dpsyn
 from method.base import Method, PublicData, RunContext, SynthesisResult, option
 
 log = logging.getLogger("dpsyn")
 
-ALPHA = 0.7        # share of rho for DPSAGE (synthesizer + target classifier); bench/RESULTS.md "SuperQUAIL"
-BETA = 0           # features redrawn by their own classifiers; same grid (2-5 lost TVD and gained nothing)
-SYNTH_SHARE = 0.6  # of DPSAGE's share, to the base synthesizer; the rest to the target classifier (RESULTS grid)
-SAGE_ROWS = 4000
-SAGE_PERMUTATIONS = 64
-PSEUDO_COUNT = 1.0
 FAIR_CHOICES = ("none", "bal", "fnr")
-ACCURACY_SLACK = 0.02  # fnr: the protected group's accuracy may drop this much on the tuning records
-CONFIDENCE = 0.9  # without --fair, the target is set to the prediction only where its probability is this high
-                  # (bench/RESULTS.md "SuperQUAIL": 0.8 lost on the demo; always, the paper's, lost more)
-LOGISTIC_STEPS = 20
-WARM_STEPS = 100          # exact steps on the base synthesizer's records before the noisy ones (free)
-RATES = (8.0, 4.0, 2.0)   # over the ones a row holds: 2 is 1 / L (cross-entropy curves at most 1/2 in the logits,
-                          # so the Hessian is at most (columns + 1) / 2 × diag(shares)); larger steps pay on Adult
-                          # and oscillate on acs_income, so fit_logistic tries each on the synthetic records
-L2 = 1e-3
-FREQUENCY_FLOOR = 0.01    # smallest feature share the step divides by (rare codes would magnify the noise)
 CLASSIFIERS = ("logistic", "nb")
 
 
@@ -80,9 +65,9 @@ class SuperquailOptions:
                                          "rankings and classifiers (needed by --fair)")
     fair: str = option("none", "superquail: none; bal (equal false-negative rates across --sensitive groups); fnr "
                                "(lowest false-negative rate for the smallest group)", choices=FAIR_CHOICES)
-    alpha: float = option(ALPHA, "superquail: share of the budget for the base synthesizer and the target's "
-                                 "classifier; the rest goes to the feature classifiers", type=float)
-    beta: int = option(BETA, "superquail: features resampled by their own DP classifiers", type=int, minimum=0)
+    alpha: float = option(0.7, "superquail: share of the budget for the base synthesizer and the target's "
+                                 "classifier; the rest goes to the feature classifiers", type=float, expert=True)
+    beta: int = option(0, "superquail: features resampled by their own DP classifiers", type=int, minimum=0, expert=True)
     classifier: str = option("logistic", "superquail: the target's DP classifier: logistic (noisy gradient "
                                          "descent) or nb (naive Bayes on noisy 2-way marginals)",
                              choices=CLASSIFIERS)
@@ -147,7 +132,7 @@ def _fit(private: PrivateTable, ctx: RunContext, label: int, columns: list[int],
         attrs = (names[label], names[j]) + ((names[sensitive],) if sensitive is not None else ())
         noisy = private.measure(Marginal(attrs), rho / len(columns), f"superquail: {what}: {' × '.join(attrs)}").noisy
         counts = np.clip(np.asarray(noisy, dtype=np.float64), 0, None).reshape(sizes[label], sizes[j], groups)
-        counts = counts.transpose(2, 1, 0) + PSEUDO_COUNT  # groups × values × labels
+        counts = counts.transpose(2, 1, 0) + T.superquail_pseudo_count  # groups × values × labels
         terms[j] = np.log(counts / counts.sum(axis=1, keepdims=True))
         priors.append(counts.sum(axis=1))
         group_sizes.append(counts.sum(axis=(1, 2)))
@@ -157,22 +142,24 @@ def _fit(private: PrivateTable, ctx: RunContext, label: int, columns: list[int],
 
 
 def fit_logistic(private: PrivateTable, ctx: RunContext, label: int, columns: list[int], rho: float,
-                 codes: np.ndarray, steps: int = LOGISTIC_STEPS, warm_steps: int = WARM_STEPS) -> AdditiveModel:
+                 codes: np.ndarray, steps: int | None = None, warm_steps: int | None = None) -> AdditiveModel:
     """A multinomial logistic regression of column ``label`` on the one-hot codes of ``columns``.
-    Every step moves by rate / (columns + 1) × (gradient / rows + L2 × W), divided per feature by its
-    share of the synthetic records ``codes`` (floored at FREQUENCY_FLOOR): a damped diagonal Newton
-    step for one-hot features, rows being the synthetic records' count.  The rate is the one of RATES
+    Every step moves by rate / (columns + 1) × (gradient / rows + superquail_l2 × W), divided per feature by its
+    share of the synthetic records ``codes`` (floored at superquail_frequency_floor): a damped diagonal Newton
+    step for one-hot features, rows being the synthetic records' count.  The rate is the one of superquail_rates
     whose first ``steps`` exact steps from zero reach the lowest loss on the synthetic records; the
     start is where ``warm_steps`` exact steps at that rate lead (all of this post-processing: free);
     then ``steps`` noisy ones, each measuring the gradient sums at the current weights on the private rows
     (LogisticGradients, rho / steps each).  Privacy cost: ``rho``.  Returned as an additive model
     whose terms are centred on the synthetic codes' average, so that leaving a column out (DPSAGE)
     stands for its mean contribution."""
+    steps = T.superquail_logistic_steps if steps is None else steps  # defaults: the tuning table's, read now
+    warm_steps = T.superquail_warm_steps if warm_steps is None else warm_steps
     domain = ctx.domain
     names = tuple(domain.names[j] for j in columns)
     sizes = [domain.sizes[j] for j in columns]
     frequencies = {j: np.bincount(codes[:, j], minlength=domain.sizes[j]) / max(len(codes), 1) for j in columns}
-    scale = np.concatenate([[1.0]] + [np.maximum(frequencies[j], FREQUENCY_FLOOR) for j in columns])
+    scale = np.concatenate([[1.0]] + [np.maximum(frequencies[j], T.superquail_frequency_floor) for j in columns])
     synthetic, everyone = Records(codes, {}, domain), np.zeros(len(codes), dtype=np.int64)
     starts = 1 + np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(int)
 
@@ -188,14 +175,14 @@ def fit_logistic(private: PrivateTable, ctx: RunContext, label: int, columns: li
     def loss(weights: np.ndarray) -> float:
         """Regularised cross-entropy on the synthetic records (inf where a step size diverged)."""
         log_p = model(weights).log_posterior(codes, everyone)[np.arange(len(codes)), codes[:, label]]
-        value = float(-log_p.mean() + L2 / 2 * (weights ** 2).sum()) if len(codes) else 0.0
+        value = float(-log_p.mean() + T.superquail_l2 / 2 * (weights ** 2).sum()) if len(codes) else 0.0
         return value if np.isfinite(value) else np.inf
 
     def gradients(weights: np.ndarray) -> LogisticGradients:
         return LogisticGradients(names, domain.names[label], tuple(tuple(float(v) for v in w) for w in weights))
 
     def step(weights: np.ndarray, sums: np.ndarray, rate: float) -> np.ndarray:
-        gradient = np.asarray(sums, dtype=np.float64) / max(len(codes), 1) + L2 * weights
+        gradient = np.asarray(sums, dtype=np.float64) / max(len(codes), 1) + T.superquail_l2 * weights
         return weights - rate / (len(columns) + 1) * gradient / scale
 
     def descend(weights: np.ndarray, rate: float, count: int) -> np.ndarray:
@@ -204,8 +191,8 @@ def fit_logistic(private: PrivateTable, ctx: RunContext, label: int, columns: li
         return weights
 
     zero = np.zeros((domain.sizes[label], len(scale)))
-    trials = {rate: descend(zero, rate, min(steps, warm_steps)) for rate in RATES}
-    rate = min(RATES, key=lambda r: loss(trials[r]))  # ties: the largest
+    trials = {rate: descend(zero, rate, min(steps, warm_steps)) for rate in T.superquail_rates}
+    rate = min(T.superquail_rates, key=lambda r: loss(trials[r]))  # ties: the largest
     weights = descend(trials[rate], rate, warm_steps - min(steps, warm_steps))
     log.info("superquail: target classifier steps at rate %g (the lowest loss on the synthetic records)", rate)
     for k in range(steps):
@@ -216,10 +203,12 @@ def fit_logistic(private: PrivateTable, ctx: RunContext, label: int, columns: li
 
 
 def sage_values(model: AdditiveModel, codes: np.ndarray, groups: np.ndarray, rng: np.random.Generator,
-                permutations: int = SAGE_PERMUTATIONS) -> dict[int, float]:
+                permutations: int | None = None) -> dict[int, float]:
     """SAGE value of each of the model's columns on ``codes`` (labels from the records themselves):
     the mean drop in cross-entropy when the column joins a random subset of the others (permutation
-    estimator), a column outside the subset marginalised by leaving its term out."""
+    estimator over ``permutations``, default superquail_sage_permutations), a column outside the subset
+    marginalised by leaving its term out."""
+    permutations = T.superquail_sage_permutations if permutations is None else permutations
     if not model.columns or not len(codes):
         return {j: 0.0 for j in model.columns}
     labels = codes[:, model.label]
@@ -286,7 +275,7 @@ def tune_thresholds(probability: np.ndarray, truth: np.ndarray, groups: np.ndarr
     best = (_false_negative_rate(truth[rows], probability[rows] >= 0.5), -0.5)  # ties: the higher threshold
     for t in grid:
         predicted = probability[rows] >= t
-        if float((predicted == truth[rows]).mean()) >= base - ACCURACY_SLACK:
+        if float((predicted == truth[rows]).mean()) >= base - T.superquail_accuracy_slack:
             best = min(best, (_false_negative_rate(truth[rows], predicted), -t))
     thresholds[protected] = -best[1]
     return thresholds
@@ -295,7 +284,7 @@ def tune_thresholds(probability: np.ndarray, truth: np.ndarray, groups: np.ndarr
 def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext,
                options: SuperquailOptions) -> SynthesisResult:
     """Synthetic codes (see the module doc).  Privacy cost: exactly what remains of the run's budget:
-    ``alpha`` × SYNTH_SHARE to dpsyn, ``alpha`` × (1 - SYNTH_SHARE) to the target's classifier, the
+    ``alpha`` × superquail_synth_share to dpsyn, ``alpha`` × (1 - superquail_synth_share) to the target's classifier, the
     rest in equal shares to the ``beta`` feature classifiers (all of it to DPSAGE when beta is 0)."""
     domain = ctx.domain
     rho = private.remaining
@@ -309,8 +298,8 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
                   and domain.names[j] not in ctx.skip]
     beta = min(options.beta, len(candidates))
     sage_share = options.alpha if beta else 1.0
-    synth_rho = sage_share * SYNTH_SHARE * rho
-    target_rho = sage_share * (1 - SYNTH_SHARE) * rho
+    synth_rho = sage_share * T.superquail_synth_share * rho
+    target_rho = sage_share * (1 - T.superquail_synth_share) * rho
 
     with private.holding(rho - synth_rho):
         synth_ctx = dataclasses.replace(ctx, epsilon=eps_from_rho_delta(synth_rho, ctx.delta))
@@ -328,7 +317,7 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
             features = predictors + ([sensitive] if sensitive is not None else [])
             model = fit_logistic(private, ctx, target, features, target_rho, codes)
             protected = int(np.argmin(np.bincount(groups, minlength=n_groups)))  # by the synthetic records
-        sample = ctx.rng.choice(len(codes), min(SAGE_ROWS, len(codes)), replace=False)
+        sample = ctx.rng.choice(len(codes), min(T.superquail_sage_rows, len(codes)), replace=False)
         rankings = []
         for g in range(n_groups):
             rows = sample[groups[sample] == g]
@@ -363,7 +352,7 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
                 posterior = np.exp(classifier.log_posterior(codes[rows], groups[rows]))
                 if classifier is model:
                     if options.fair == "none":  # where the classifier is unsure, the synthesizer's label stays
-                        sure = posterior.max(axis=1) >= CONFIDENCE
+                        sure = posterior.max(axis=1) >= T.superquail_confidence
                         rows, posterior = rows[sure], posterior[sure]
                     predicted += len(rows)
                     if domain.sizes[target] == 2:
@@ -377,7 +366,7 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
         if options.fair == "none":
             log.info("superquail: %s set to the classifier's prediction in %.0f%% of the records (where it is at "
                      "least %.0f%% sure; the synthesizer's label elsewhere)", options.target,
-                     100 * predicted / max(len(codes), 1), 100 * CONFIDENCE)
+                     100 * predicted / max(len(codes), 1), 100 * T.superquail_confidence)
     return SynthesisResult(codes)
 
 

@@ -9,13 +9,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from lib.tuning import T
 from api import release
 from dataloader.encoding import Encoder
 from dataloader.schema import SchemaError, parse_schema
-from method.adaptive import MANY_ROUNDS_PER_COLUMN, ROUNDS_PER_COLUMN, SELECT_SHARE, Model
-from method.planner import (ADAPTIVE, ONE_WAY, POOR_GROUP_SHARE, POOR_GROUPED_ONE_WAY_ROUNDS, POOR_ONE_WAY_ROUNDS,
-                            PUBLIC, RICH_PAIR_NOISE, TWO_WAY, TWO_WAY_NOISE, TWO_WAY_NOISE_FROM_DRAWS, make_plan,
-                            pair_noise)
+from method.adaptive import Model
+from method.planner import ADAPTIVE, ONE_WAY, PUBLIC, TWO_WAY, make_plan, pair_noise
 from tests.conftest import run_method
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,13 +46,13 @@ def test_adaptive_rounds_spend_exactly_the_budget_and_record_every_choice(groups
     rounds = [c for c in ledger.charges if c.step.startswith("adaptive round") and c not in selections]
     assert selections and len(selections) == len(rounds)  # each round: one choice, then one measurement
     for chosen, measured in zip(selections, rounds[:-1]):
-        assert chosen.rho == pytest.approx(SELECT_SHARE / (1 - SELECT_SHARE) * measured.rho, rel=1e-9)
+        assert chosen.rho == pytest.approx(T.adaptive_select_share / (1 - T.adaptive_select_share) * measured.rho, rel=1e-9)
     assert all(2 <= c.sensitivity <= 2 * (1 + 2 ** -10) for c in ledger.charges)  # theta = 2
     assert ((out >= 0) & (out < np.array(encoder.sizes))).all()
     assert abs(len(out) - 4000) < 800
 
 
-@pytest.mark.parametrize("few_rounds, one_way_rounds", [(True, 1), (False, 2), (False, POOR_ONE_WAY_ROUNDS)])
+@pytest.mark.parametrize("few_rounds, one_way_rounds", [(True, 1), (False, 2), (False, T.planner_poor_one_way_rounds)])
 def test_the_planners_round_choices_spend_exactly_the_budget(monkeypatch, few_rounds, one_way_rounds):
     """The plan's fewer rounds and larger 1-way rho (method/planner.py) still spend the budget exactly,
     the 1-way marginals at one_way_rounds rounds' measuring rho each."""
@@ -67,7 +66,7 @@ def test_the_planners_round_choices_spend_exactly_the_budget(monkeypatch, few_ro
     assert sum(c.rho for c in ledger.charges) == pytest.approx(ledger.budget, rel=1e-9)
     one_way = [c.rho for c in ledger.charges if c.step.startswith("1-way marginal")]
     choice = next(c.rho for c in ledger.charges if c.mechanism.startswith("exponential mechanism"))
-    round_measure = choice * (1 - SELECT_SHARE) / SELECT_SHARE
+    round_measure = choice * (1 - T.adaptive_select_share) / T.adaptive_select_share
     assert len(one_way) == 4 and one_way == pytest.approx([one_way_rounds * round_measure] * 4, rel=1e-9)
     assert ((out >= 0) & (out < np.array(Encoder.fit(SCHEMA).sizes))).all()
 
@@ -85,7 +84,7 @@ def test_many_rounds_start_smaller_and_still_spend_exactly_the_budget(monkeypatc
         _, ledger = run_method("dpsyn", Encoder.fit(SCHEMA), correlated(), epsilon=3.0, seed=2, regime="adaptive")
         assert sum(c.rho for c in ledger.charges) == pytest.approx(ledger.budget, rel=1e-9)
         first_choice[many] = next(c.rho for c in ledger.charges if c.mechanism.startswith("exponential mechanism"))
-    assert first_choice[True] / first_choice[False] == pytest.approx(ROUNDS_PER_COLUMN / MANY_ROUNDS_PER_COLUMN,
+    assert first_choice[True] / first_choice[False] == pytest.approx(T.adaptive_rounds_per_column / T.adaptive_many_rounds_per_column,
                                                                       rel=1e-9)
 
 def test_records_drawn_from_the_maximum_entropy_estimate_spend_the_budget_and_keep_the_dependence(monkeypatch,
@@ -139,7 +138,7 @@ def test_the_planner_measures_every_pair_only_when_that_is_cheap():
     cells, rows = (400, 400, 400), 5000
     cheap = pair_noise(10.0, 1, rows, cells)
     dear = pair_noise(0.001, 1, rows, cells)
-    assert cheap < TWO_WAY_NOISE < dear
+    assert cheap < T.planner_two_way_noise < dear
     # eps = 5, theta = 1, 5,000 rows: the write-up picks two-way; the noise of all pairs decides
     assert make_plan(5.0, 1, rows, False, False, rho=10.0, pair_cells=cells).regime == TWO_WAY
     assert make_plan(5.0, 1, rows, False, False, rho=0.001, pair_cells=cells).regime == ADAPTIVE
@@ -156,7 +155,7 @@ def test_the_planner_measures_every_pair_only_when_that_is_cheap():
 def test_without_public_records_pairs_of_middling_noise_go_to_fewer_adaptive_rounds():
     cells, rows = (400, 400, 400), 5000
     rho = 0.3  # pair noise between the two thresholds
-    assert TWO_WAY_NOISE_FROM_DRAWS < pair_noise(rho, 1, rows, cells) < TWO_WAY_NOISE
+    assert T.planner_two_way_noise_from_draws < pair_noise(rho, 1, rows, cells) < T.planner_two_way_noise
     with_public = make_plan(5.0, 1, rows, False, True, rho=rho, pair_cells=cells)
     from_draws = make_plan(5.0, 1, rows, False, False, rho=rho, pair_cells=cells)
     assert (with_public.regime, with_public.few_rounds) == (TWO_WAY, False)
@@ -165,12 +164,12 @@ def test_without_public_records_pairs_of_middling_noise_go_to_fewer_adaptive_rou
     assert from_draws.one_way_rounds == 1  # few rounds: none taken from them for the 1-ways
     dear = make_plan(5.0, 1, rows, False, False, rho=0.001, pair_cells=cells)
     assert (dear.regime, dear.few_rounds, dear.rich, dear.one_way_rounds) == (ADAPTIVE, False, False,
-                                                                               POOR_ONE_WAY_ROUNDS)
+                                                                               T.planner_poor_one_way_rounds)
     assert make_plan(5.0, 1, rows, False, True, rho=0.001, pair_cells=cells).one_way_rounds == 1  # public file
     grouped = make_plan(5.0, 1, rows, True, False, rho=0.001, pair_cells=cells, group_cells=cells, n_groups=4)
-    assert (grouped.regime, grouped.one_way_rounds) == (ADAPTIVE, POOR_GROUPED_ONE_WAY_ROUNDS)
+    assert (grouped.regime, grouped.one_way_rounds) == (ADAPTIVE, T.planner_poor_grouped_one_way_rounds)
     rich = make_plan(5.0, 1, rows, False, False, rho=0.03, pair_cells=cells)  # pair noise about 1
-    assert TWO_WAY_NOISE < pair_noise(0.03, 1, rows, cells) < RICH_PAIR_NOISE
+    assert T.planner_two_way_noise < pair_noise(0.03, 1, rows, cells) < T.planner_rich_pair_noise
     assert (rich.regime, rich.few_rounds, rich.rich, rich.one_way_rounds) == (ADAPTIVE, False, True, 2)
     assert not from_draws.rich
     assert not make_plan(5.0, 1, rows, False, False, ADAPTIVE).few_rounds  # forced: the usual rounds
@@ -193,7 +192,7 @@ def test_many_small_groups_make_the_planner_measure_adaptively():
     noise (the Sprint-2 shape at eps 10), so two-way gives way to the adaptive rounds."""
     cells, rows = (400, 400, 400), 5000
     few, many = (20 * 20,) * 3, (1000 * 20,) * 3  # group cells × a column's 20 cells
-    assert pair_noise(10.0, 1, rows, few) < TWO_WAY_NOISE < pair_noise(10.0, 1, rows, many)
+    assert pair_noise(10.0, 1, rows, few) < T.planner_two_way_noise < pair_noise(10.0, 1, rows, many)
     assert make_plan(5.0, 1, rows, True, False, rho=10.0, pair_cells=cells, group_cells=few).regime == TWO_WAY
     assert make_plan(5.0, 1, rows, True, False, rho=10.0, pair_cells=cells, group_cells=many).regime == ADAPTIVE
     # without groups the group cells play no part
@@ -266,7 +265,7 @@ def test_where_pairs_are_noisy_the_group_counts_keep_part_of_their_share(has_pub
     poor = make_plan(1.0, 1, rows, True, has_public, rho=0.001, pair_cells=cells)
     assert (poor.regime, poor.few_rounds, poor.rich) == (ADAPTIVE, False, False)
     written = make_plan(1.0, 1, rows, True, has_public)
-    assert poor.group_share == pytest.approx(POOR_GROUP_SHARE * written.group_share, rel=1e-12)
+    assert poor.group_share == pytest.approx(T.planner_poor_group_share * written.group_share, rel=1e-12)
     assert poor.total_share + poor.group_share + poor.marginal_share == pytest.approx(1.0, rel=1e-12)
     assert poor.many_rounds == (not has_public)  # more, smaller rounds only from independent draws
     assert make_plan(1.0, 1, rows, False, has_public, rho=0.001, pair_cells=cells).many_rounds == (not has_public)

@@ -6,10 +6,11 @@ import pandas as pd
 import pytest
 
 import main
+from lib.tuning import T
 from api import release
 from dataloader.encoding import Encoder
 from dataloader.schema import parse_schema
-from method.bin_values import SHARE, SUB_BINS, shrunk_weights, sub_edges
+from method.bin_values import shrunk_weights, sub_edges
 
 SCHEMA = {"W": {"dtype": "int", "min": 0, "max": 9999}, "INC": {"dtype": "int", "min": -500, "max": 2000, "null": "N"},
           "X": {"dtype": "float", "min": 0, "max": 1}, "K": {"dtype": "str", "values": ["a", "b"]}}
@@ -34,7 +35,7 @@ def test_sub_edges_give_the_first_and_last_values_and_zero_their_own_sub_bins():
     for name in ("W", "INC"):
         coder = encoder.coder(name)
         edges = sub_edges(coder)
-        assert edges.shape == (coder.size, SUB_BINS + 1) and (np.diff(edges, axis=1) > 0).all()
+        assert edges.shape == (coder.size, T.bin_values_sub_bins + 1) and (np.diff(edges, axis=1) > 0).all()
         for b in range(len(coder.edges) - 1):
             lo, hi = edges[b, 0], edges[b, -1]
             assert (lo, hi) == (coder.edges[b], coder.edges[b + 1])
@@ -54,7 +55,7 @@ def test_values_inside_wide_bins_follow_the_private_rows_and_are_charged():
     inside = [c for c in run.ledger.charges if "inside its bins" in c.step]
     assert [c.step.split()[0] for c in inside] == ["W", "INC", "X"]
     assert all(c.sensitivity == 1 for c in inside)
-    assert sum(c.rho for c in inside) == pytest.approx(SHARE * run.ledger.budget, rel=1e-12)
+    assert sum(c.rho for c in inside) == pytest.approx(T.bin_values_share * run.ledger.budget, rel=1e-12)
     assert run.ledger.spent == pytest.approx(run.ledger.budget, rel=1e-12)
     w = run.table.W.astype(float)
     assert (w == 0).mean() == pytest.approx(0.27, abs=0.03)  # uniform inside (-1, 499]: 0.002

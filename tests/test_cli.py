@@ -18,13 +18,19 @@ def test_synthesis_imports_no_evaluation_libraries():
     assert out.stdout.strip() == "[]"
 
 
-def test_help_lists_each_methods_options_in_its_own_group(capsys):
+def test_help_lists_each_methods_options_in_its_own_group_and_hides_expert_ones(capsys):
     with pytest.raises(SystemExit):
         main.main(["synthesize", "--help"])
     text = capsys.readouterr().out
-    assert "dpsyn options:" in text and "only with --method dpsyn" in text
-    for flag in ("--regime", "--marginals", "--group-floor", "--group-round"):
-        assert flag in text.split("dpsyn options:")[1]
+    assert "rap options:" in text and "only with --method rap" in text and "--device" in text.split("rap options:")[1]
+    assert "superquail options:" in text and "--fair" in text.split("superquail options:")[1]
+    for flag in ("--regime", "--marginals", "--group-floor", "--group-round", "--rows", "--alpha"):
+        assert flag not in text  # expert knobs: accepted, listed by plan --tuning
+
+
+def test_expert_options_are_still_accepted(tmp_path):
+    args = main.parse_args(["--params", "p.json", "--private", "x.csv", "--regime", "two-way", "--group-round", "2"])
+    assert main.method_options(args) == {"regime": "two-way", "group_round": 2}
 
 
 def test_a_captured_log_holds_no_progress_bar(sprint2_files, tmp_path):

@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
+from lib.tuning import T
 from dataloader.encoding import Encoder
-from method import dependent_pairs
-from method.planner import GROUP_COLUMN_SHARE, PAIR_SHARE, PUBLIC, make_plan
+from method.planner import PUBLIC, make_plan
 from tests.conftest import run_method
 from tests.test_group_columns import SCHEMA  # G (3 groups), X (4 codes), Y (2), Z (3)
 
@@ -15,8 +15,8 @@ def test_the_pairs_take_their_share_of_the_group_counts_wherever_group_columns_a
     plan = make_plan(0.1, 1, rows, True, False, columns=3, rho=1e-4, pair_cells=(4,))
     written = make_plan(0.1, 1, rows, True, False, columns=3)
     assert plan.regime == PUBLIC and plan.group_column_share > 0
-    assert plan.pair_share == pytest.approx(PAIR_SHARE * (1 - GROUP_COLUMN_SHARE) * written.group_share)
-    assert plan.group_share == pytest.approx((1 - PAIR_SHARE) * (1 - GROUP_COLUMN_SHARE) * written.group_share)
+    assert plan.pair_share == pytest.approx(T.planner_pair_share * (1 - T.planner_group_column_share) * written.group_share)
+    assert plan.group_share == pytest.approx((1 - T.planner_pair_share) * (1 - T.planner_group_column_share) * written.group_share)
     assert (plan.total_share + plan.group_share + plan.marginal_share + plan.group_column_share + plan.pair_share
             == pytest.approx(1.0))
     assert written.pair_share == 0.0  # the write-up's planner
@@ -34,14 +34,14 @@ def test_the_dependent_pair_is_chosen_measured_and_kept(monkeypatch):
     g, x = rng.integers(0, 3, n), rng.integers(0, 4, n)
     y = np.where(rng.random(n) < 0.95, x >= 2, x < 2)
     codes = np.column_stack([g, x, y, rng.integers(0, 3, n)]).astype(np.int32)
-    monkeypatch.setattr(dependent_pairs, "PAIRS", 1)
+    monkeypatch.setattr(T, "dependent_pairs_pairs", 1)
     out, ledger = run_method("dpsyn", Encoder.fit(SCHEMA), codes, theta=2, epsilon=0.5, groups=("G",), seed=4)
     assert sum(c.rho for c in ledger.charges) == pytest.approx(ledger.budget, rel=1e-9)
     choice = [c for c in ledger.charges if c.step.startswith("choice of 1 of 3 pairs")]
     pairs = [c for c in ledger.charges if c.step.startswith("2-way marginal") and "G" not in c.step]
     assert len(choice) == 1 and 2 <= choice[0].sensitivity <= 2 * (1 + 2 ** -10)
     assert [c.step for c in pairs] == ["2-way marginal X × Y"]
-    assert choice[0].rho == pytest.approx(dependent_pairs.SELECT_SHARE / (1 - dependent_pairs.SELECT_SHARE)
+    assert choice[0].rho == pytest.approx(T.dependent_pairs_select_share / (1 - T.dependent_pairs_select_share)
                                           * pairs[0].rho)
     high = out[:, 1] >= 2
     assert out[high, 2].mean() > 0.8 and out[~high, 2].mean() < 0.2

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 import main
-from method import adaptive, dpsyn
+from lib.tuning import T
 from tests.conftest import write_params
 
 
@@ -103,10 +103,10 @@ def test_marginal_selection_at_a_tiny_budget_releases(tmp_path, capsys):
 
 @pytest.mark.parametrize("regime, joint_groups, assign_cells, max_entropy_cells, low, high", [
     ("two-way", 100, 0, 0, 0.98, 1.0),  # 0.997: the base carries the group column
-    ("two-way", 0, dpsyn.ASSIGN_CELLS, 0, 0.98, 1.0),  # 0.998: base records assigned to groups
+    ("two-way", 0, T.groups_assign_cells, 0, 0.98, 1.0),  # 0.998: base records assigned to groups
     ("two-way", 0, 0, 0, 0.0, 0.96),  # 0.934: random shares of the base, rewritten per group
-    ("adaptive", 100, 0, adaptive.MAX_ENTROPY_CELLS, 0.99, 1.0),  # 0.995: drawn from the max-entropy fit
-    ("adaptive", 100, dpsyn.ASSIGN_CELLS, 0, 0.99, 1.0),  # 0.995
+    ("adaptive", 100, 0, T.adaptive_max_entropy_cells, 0.99, 1.0),  # 0.995: drawn from the max-entropy fit
+    ("adaptive", 100, T.groups_assign_cells, 0, 0.99, 1.0),  # 0.995
     ("adaptive", 100, 0, 0, 0.0, 0.99),  # 0.984
 ])
 def test_groups_without_public_records_keep_pairs_with_a_column_that_differs_between_them(tmp_path, capsys,
@@ -120,9 +120,9 @@ def test_groups_without_public_records_keep_pairs_with_a_column_that_differs_bet
     (adaptive regime) or each base record is assigned to one group (groups.assigned_rows); rewriting X
     per group in a random share of a base without them breaks it (ASSIGN_CELLS 0).  The same under --seed
     with two jobs."""
-    monkeypatch.setattr(dpsyn, "JOINT_GROUPS", joint_groups)
-    monkeypatch.setattr(dpsyn, "ASSIGN_CELLS", assign_cells)
-    monkeypatch.setattr(adaptive, "MAX_ENTROPY_CELLS", max_entropy_cells)
+    monkeypatch.setattr(T, "dpsyn_joint_groups", joint_groups)
+    monkeypatch.setattr(T, "groups_assign_cells", assign_cells)
+    monkeypatch.setattr(T, "adaptive_max_entropy_cells", max_entropy_cells)
     schema = {"G": {"dtype": "str", "values": ["a", "b", "c"]}, "X": {"dtype": "int", "values": [0, 1, 2]},
               "Y": {"dtype": "int", "values": [0, 1, 2]}, "Z": {"dtype": "int", "values": [0, 1]}}
     rng = np.random.default_rng(0)
@@ -158,10 +158,10 @@ def test_few_groups_two_way_rounds_measure_the_triple_the_pairs_miss(tmp_path, c
     marginals = [c for c in ledger["charges"] if "marginal" in c["step"] and not c["step"].startswith("adaptive")]
     assert all(c["sensitivity"] == pytest.approx(1, rel=0.01) and c["sensitivity"] >= 1 for c in rounds)  # theta
     spent = sum(c["rho"] for c in rounds)
-    assert spent / (spent + sum(c["rho"] for c in marginals)) == pytest.approx(dpsyn.TRIPLE_SHARE, rel=1e-9)
+    assert spent / (spent + sum(c["rho"] for c in marginals)) == pytest.approx(T.dpsyn_triple_share, rel=1e-9)
     assert any("X × Y × Z" in c["step"] for c in rounds)
     assert (out.Z == out.X ^ out.Y).mean() > 0.95
-    monkeypatch.setattr(dpsyn, "TRIPLE_WORK", 0.0)  # too wide a table for rounds: the pairs get it all
+    monkeypatch.setattr(T, "dpsyn_triple_work", 0.0)  # too wide a table for rounds: the pairs get it all
     code, out, ledger = release(tmp_path, schema, private, "--group-columns", "G", "--regime", "two-way", eps=20.0)
     assert code == 0 and (out.Z == out.X ^ out.Y).mean() < 0.7  # 0.50
     assert not [c for c in ledger["charges"] if c["step"].startswith("adaptive round")]

@@ -2,10 +2,10 @@
 import numpy as np
 import pytest
 
+from lib.tuning import T
 from dataloader.encoding import Encoder
 from dataloader.schema import parse_schema
-from method import group_columns
-from method.planner import GROUP_COLUMN_SHARE, GROUP_COUNT_NOISE, PUBLIC, make_plan
+from method.planner import PUBLIC, make_plan
 from tests.conftest import run_method
 
 SCHEMA = parse_schema({"runs": [{"epsilon": 1, "delta": 1e-9, "max_records": 10_000, "max_records_per_individual": 1}],
@@ -32,8 +32,8 @@ def test_without_public_records_the_planner_gives_half_the_group_share_to_group_
 def test_group_columns_take_nothing_from_group_counts_that_would_become_too_noisy():
     """After the cut, the group counts' noise sd must stay within GROUP_COUNT_NOISE of the mean group size."""
     rows, rho = 7600.0, 1e-4
-    sigma_after = 1 / (2 * (1 - GROUP_COLUMN_SHARE) * make_plan(0.1, 1, rows, True, False).group_share * rho) ** 0.5
-    few = int(GROUP_COUNT_NOISE * rows / sigma_after)  # groups at which the mean group is just large enough
+    sigma_after = 1 / (2 * (1 - T.planner_group_column_share) * make_plan(0.1, 1, rows, True, False).group_share * rho) ** 0.5
+    few = int(T.planner_group_count_noise * rows / sigma_after)  # groups at which the mean group is just large enough
     assert make_plan(0.1, 1, rows, True, False, rho=rho, pair_cells=(4,), n_groups=few).group_column_share > 0
     assert make_plan(0.1, 1, rows, True, False, rho=rho, pair_cells=(4,), n_groups=few + 1).group_column_share == 0
     assert make_plan(0.01, 1, None, True, False, rho=rho, pair_cells=(4,)).group_column_share == 0  # no total
@@ -47,7 +47,7 @@ def test_the_column_that_differs_between_groups_is_measured_per_group(monkeypatc
     g = rng.integers(0, 3, n)
     x = np.where(rng.random(n) < 0.8, g, 3)
     codes = np.column_stack([g, x, rng.integers(0, 2, n), rng.integers(0, 3, n)]).astype(np.int32)
-    monkeypatch.setattr(group_columns, "GROUP_COLUMNS", 1)
+    monkeypatch.setattr(T, "group_columns_group_columns", 1)
     encoder = Encoder.fit(SCHEMA)
     out, ledger = run_method("dpsyn", encoder, codes, theta=2, epsilon=0.5, groups=("G",), seed=4)
     assert any(c.step == "noisy total" for c in ledger.charges)  # the write-up's public regime at this eps
@@ -56,7 +56,7 @@ def test_the_column_that_differs_between_groups_is_measured_per_group(monkeypatc
     per_group = [c for c in ledger.charges if c.step.startswith("2-way marginal G ×")]
     assert len(choice) == 1 and 2 <= choice[0].sensitivity <= 2 * (1 + 2 ** -10)
     assert [c.step for c in per_group] == ["2-way marginal G × X"]
-    assert choice[0].rho == pytest.approx(group_columns.SELECT_SHARE / (1 - group_columns.SELECT_SHARE)
+    assert choice[0].rho == pytest.approx(T.adaptive_select_share / (1 - T.adaptive_select_share)
                                           * per_group[0].rho)
     # each group keeps its own distribution of X
     for cell in range(3):

@@ -99,3 +99,33 @@ def test_a_plan_refuses_shares_that_do_not_sum_to_one():
         Plan(1.0, 1e-9, 1, 0.01, (Node("a", 0.5), Node("b", 0.4)))
     with pytest.raises(ValueError, match="distinct names"):
         Plan(1.0, 1e-9, 1, 0.01, (Node("a", 0.5), Node("a", 0.5)))
+
+
+def test_synthesize_help_lists_at_most_24_options_and_no_none_defaults(capsys):
+    with pytest.raises(SystemExit):
+        main.main(["synthesize", "--help"])
+    text = capsys.readouterr().out
+    options = [line for line in text.splitlines() if line.startswith("  -")]
+    assert len(options) <= 24 and "(default: None)" not in text
+    assert "--regime" not in text and "--target" in text and "also with --method superquail" in text
+
+
+def test_plan_tuning_lists_the_table_and_the_expert_options(capsys):
+    assert main.main(["plan", "--tuning"]) == 0
+    out = capsys.readouterr().out
+    assert "reweight_share = 0.1: default share of a run's rho for the reweighting measures" in out
+    assert "expert options of --method dpsyn:" in out and "--regime (default None)" in out
+
+
+def test_set_overrides_a_tuned_value_for_one_command_only(capsys):
+    from lib.tuning import T
+    assert main.main(["plan", "--params", str(ROOT / "parameters.json"), "--set", "group_values_share=0.1",
+                      "--quiet"]) == 0
+    assert "group-level values 10%" in capsys.readouterr().out
+    assert main.main(["plan", "--params", str(ROOT / "parameters.json"), "--quiet"]) == 0
+    assert "group-level values 5%" in capsys.readouterr().out and T.group_values_share == 0.05
+    assert main.main(["plan", "--params", str(ROOT / "parameters.json"), "--set", "nope=1", "--set",
+                      "reweight_share=x"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["error: --set nope: no tuned value of that name (main.py plan --tuning lists them)",
+                   "error: --set reweight_share=x: expected float like 0.1"]

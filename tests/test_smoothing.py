@@ -3,7 +3,8 @@ import numpy as np
 
 from dataloader.encoding import Encoder
 from dataloader.schema import parse_schema
-from lib.smoothing import RISK_SHARE, kernel, smooth
+from lib.smoothing import kernel, smooth
+from lib.tuning import T
 from method.adaptive import Model
 
 
@@ -20,7 +21,7 @@ def test_a_smooth_histogram_is_smoothed_and_its_error_falls():
     for _ in range(20):
         noisy = truth + rng.normal(0, 100, truth.size)
         out, bandwidth, share = smooth(noisy, 100, truth.size)
-        assert bandwidth > 0 and share <= RISK_SHARE
+        assert bandwidth > 0 and share <= T.smoothing_risk_share
         raw_error += ((noisy - truth) ** 2).sum()
         smooth_error += ((out - truth) ** 2).sum()
     assert smooth_error < 0.25 * raw_error

@@ -11,8 +11,9 @@ from dataloader.encoding import Encoder
 from dataloader.schema import parse_schema
 from lib.constraints import Box, Boxes, repair
 from lib.marginals import count_marginal
+from lib.tuning import T
 from method.adaptive import Model, candidate_keys
-from method.split_columns import SPLIT_ABOVE, SplitColumns
+from method.split_columns import SplitColumns
 from tests.conftest import run_method
 
 SIZES = (85, 3, 40, 99)  # columns 0, 2 and 3 are split (widths 10, 7 and 10); column 1 is not
@@ -29,7 +30,7 @@ def records(n=2000, seed=0) -> np.ndarray:
 
 def test_only_columns_of_many_codes_are_split_in_widths_of_about_their_square_root():
     split = layout()
-    assert split.split == (0, 2, 3) and SIZES[1] <= SPLIT_ABOVE < SIZES[2]
+    assert split.split == (0, 2, 3) and SIZES[1] <= T.split_columns_split_above < SIZES[2]
     assert split.widths == (10, 1, 7, 10)
     assert split.model_sizes == (9, 3, 6, 10, 10, 7, 10)
     assert SplitColumns.choose(SIZES, [1, 2]).split == (2,)  # only among the candidates

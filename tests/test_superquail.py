@@ -11,12 +11,12 @@ from api import release
 from main import main
 from lib.domain import Domain
 from lib.privacy.queries import LogisticGradients, Records
-from method.bin_values import SHARE as BIN_VALUES_SHARE
-from method.superquail import SYNTH_SHARE, AdditiveModel, fit_logistic, merge_rankings, sage_values, tune_thresholds
+from lib.tuning import T
+from method.superquail import AdditiveModel, fit_logistic, merge_rankings, sage_values, tune_thresholds
 from test_rap import data
 
 OPTIONS = {"target": "LABEL", "beta": 2, "alpha": 0.6}
-STEPS = 20  # method.superquail.LOGISTIC_STEPS
+STEPS = 20  # lib.tuning T.superquail_logistic_steps
 
 
 @pytest.fixture(scope="module")
@@ -33,13 +33,13 @@ def test_synthesizer_importance_and_classifiers_sum_to_the_budget(runs):
         features = [c for c in charges if c.step.startswith("superquail: classifier of")]
         assert len(target) == STEPS and len(features) == 2 * 5  # gradient steps; 2 features × 5 other columns
         inside_bins = sum(c.rho for c in charges if "inside its bins" in c.step)  # AGE, INCOME, HOURS: no public file
-        assert inside_bins == pytest.approx(BIN_VALUES_SHARE * r.ledger.budget, rel=1e-9)
+        assert inside_bins == pytest.approx(T.bin_values_share * r.ledger.budget, rel=1e-9)
         budget = r.ledger.budget - inside_bins  # what the method is given
-        assert sum(c.rho for c in target) == pytest.approx(0.6 * (1 - SYNTH_SHARE) * budget, rel=1e-6)
+        assert sum(c.rho for c in target) == pytest.approx(0.6 * (1 - T.superquail_synth_share) * budget, rel=1e-6)
         assert sum(c.rho for c in features) == pytest.approx(0.4 * budget, rel=1e-6)
         synthesizer = sum(c.rho for c in charges
                           if not c.step.startswith("superquail") and "inside its bins" not in c.step)
-        assert synthesizer == pytest.approx(0.6 * SYNTH_SHARE * budget, rel=1e-6)
+        assert synthesizer == pytest.approx(0.6 * T.superquail_synth_share * budget, rel=1e-6)
 
 
 def test_target_stays_in_the_schema_and_seeded_runs_repeat(runs):
@@ -67,7 +67,7 @@ def test_only_confident_predictions_replace_the_synthesizers_labels(monkeypatch)
     params = dict(params, runs=params["runs"][:1])
     out = {}
     for confidence in (0.0, 1.01):  # every label replaced; none replaced
-        monkeypatch.setattr("method.superquail.CONFIDENCE", confidence)
+        monkeypatch.setattr(T, "superquail_confidence", confidence)
         (out[confidence],) = release(frame, params, None, "superquail", {"target": "LABEL"}, seed=3,
                                      group_columns=())
     every, none = out[0.0], out[1.01]
