@@ -22,6 +22,8 @@ processes a method uses, and no released randomness comes from the noise's strea
 """
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import logging
 import time
 from dataclasses import dataclass, field
@@ -39,7 +41,7 @@ from dataloader.schema import (NUMERIC, Run, Schema, SchemaError, check_distinct
                                parse_schema)
 from dataloader.structure import Structure, detect, null_switches, switch_cuts
 from dataloader.writing import StagedFiles, SubmissionWriter, check_writable
-from budget import BIN_VALUES, GROUP_VALUES, METHOD, REWEIGHTING, GroupLevel, Stages, plan_run, stages_of
+from budget import METHOD, plan_run
 from lib.constraints import Boxes
 from lib.privacy.accounting import BudgetExceeded, Ledger, classic_rho_from_eps_delta
 from lib.privacy.mechanisms import NoiseTooLarge
@@ -49,10 +51,9 @@ from lib.privacy.private_table import Measurement, PrivateTable, Selection
 from lib.progress import log_above_bars, progress
 from method import METHODS
 from method.base import Method, OptionError, PublicData, RunContext, SynthesisResult
-from method.bin_values import measure_bin_values
-from method.group_values import measure_group_values
-from method.reweight import ReweightSpec, parse_reweight, reweight_cell_problems, reweight_rows, with_bounds
-from method.structure import finish
+from stages import Env
+from stages.pipeline import Pipeline, records_of, stages_of
+from stages.reweight import ReweightSpec, parse_reweight, reweight_cell_problems, with_bounds
 
 log = logging.getLogger("dpsyn")
 
@@ -89,60 +90,79 @@ class RunRelease:
         return self.run.epsilon
 
 
+@dataclass(frozen=True)
+class Settings:
+    """How a release runs, beyond the data, the parameters and the method; main.py builds one from its
+    options.
+
+    ``seed``: for tests only (seeded noise is not private).  ``id_column``: the column naming
+    individuals (default: sim_individual_id when present), each kept to at most
+    max_records_per_individual random rows.  ``group_columns``: synthesize per cell of these (default
+    PUMA, YEAR where the schema has them; () for none).  ``jobs``: worker processes.  ``on_invalid``:
+    error, clip or drop values outside the schema.  ``bins``: bins for numeric columns whose schema
+    gives none.  ``show_private_counts``: say how many private rows were invalid (the log is then
+    for the curator only).  ``derive``: detect derived, null-linked and group-level columns from the
+    public file (and apply the declared ones) and set them after synthesis (False: every column
+    synthesized as it is; edit rules hold either way).  ``distinct_per_individual``: categorical
+    columns in which no two rows of one individual agree (default: the parameters'), enforced by
+    bounding, which needs an id column where theta > 1.  ``reweight``: measures to resample the
+    method's rows toward (stages/reweight.py: ``moments:COLS`` with optional clipping bounds
+    ``COL[low,high]``, ``marginals:A×B,...``), measured with ``reweight_share`` of each run's rho
+    (default: the tuning table's), the tilt stopped where the effective sample size would fall below
+    ``reweight_floor`` of the rows.  ``bin_values``: where numeric columns have no public values,
+    spend a share of each run's rho on how the rows fall inside their bins and draw values by it
+    (stages/bin_values.py; False draws them evenly).  ``output``: also write the submission CSV there
+    and one ledger JSON per run beside it.
+    """
+
+    seed: int | None = None
+    id_column: str | None = None
+    group_columns: Sequence[str] | None = None
+    jobs: int = 1
+    on_invalid: str = "error"
+    bins: int = DEFAULT_BINS
+    show_private_counts: bool = False
+    derive: bool = True
+    distinct_per_individual: Sequence[str] | None = None
+    reweight: str | Sequence[str] | None = None
+    reweight_share: float | None = None
+    reweight_floor: float | None = None
+    bin_values: bool = True
+    output: str | Path | None = None
+
+
 def release(private: pd.DataFrame | str | Path, params: Mapping | str | Path | Schema,
             public: pd.DataFrame | str | Path | None = None, method: str = "dpsyn",
-            options: Mapping[str, Any] | Any | None = None, *, seed: int | None = None,
-            id_column: str | None = None, group_columns: Sequence[str] | None = None, jobs: int = 1,
-            on_invalid: str = "error", bins: int = DEFAULT_BINS, show_private_counts: bool = False,
-            derive: bool = True, distinct_per_individual: Sequence[str] | None = None,
-            reweight: str | Sequence[str] | None = None, reweight_share: float | None = None,
-            reweight_floor: float | None = None, bin_values: bool = True,
-            output: str | Path | None = None) -> list[RunRelease]:
+            options: Mapping[str, Any] | Any | None = None, settings: Settings | None = None,
+            **given: Any) -> list[RunRelease]:
     """One synthetic table per run of ``params`` (a parameters dict, a path to one, or a Schema).
 
     ``private`` / ``public``: a DataFrame (any dtypes; missing cells are missing values) or a
-    CSV path.  ``method`` and its ``options`` (a dict or the method's options class);
-    ``id_column``: the column naming individuals (default: sim_individual_id when present),
-    each kept to at most max_records_per_individual random rows; ``group_columns``:
-    synthesize per cell of these (default PUMA, YEAR where the schema has them; () for
-    none); ``jobs``: worker processes; ``on_invalid``: error, clip or drop values outside
-    the schema; ``bins``: bins for numeric columns whose schema gives none; ``seed``: for
-    tests only (seeded noise is not private); ``derive``: detect derived, null-linked and
-    group-level columns from the public file (and apply the declared ones) and set them
-    after synthesis (False: synthesize every column as it is; edit rules hold either way);
-    ``distinct_per_individual``: categorical columns in which no two rows of one individual
-    agree (default: the parameters' ``distinct_per_individual``), enforced by bounding when
-    rows have ids, taken as declared otherwise, as theta is; ``reweight``: measures to
-    resample the method's rows toward (method/reweight.py: ``moments:COLS`` with optional clipping
-    bounds ``COL[low,high]``, ``marginals:A×B,...``), measured with ``reweight_share`` of each run's
-    rho, the tilt stopped where the effective sample size would fall below ``reweight_floor`` of the rows; ``bin_values`` (default): where numeric columns have no public values, spend a
-    share of each run's rho on how the rows fall inside their bins and draw values by it
-    (method/bin_values.py; not for methods that synthesize raw values; False draws them evenly inside
-    their bins); ``output``: also write the submission CSV there and one ledger JSON per run beside it.
+    CSV path.  ``method`` and its ``options`` (a dict or the method's options class).
+    ``settings`` (``Settings``), with any of its fields given as keywords on top (``seed=1``).
 
     Privacy: each run is (epsilon, delta)-DP for one individual with up to theta rows, as
     its ledger records (PRIVACY.md).  Bad input raises one of ``BAD_INPUT``, before anything
     is written.
     """
     started = time.perf_counter()
+    s = dataclasses.replace(settings or Settings(), **given)
     schema, spec, method_options = _request(params, method, options)
-    groups = _check_settings(schema, group_columns, id_column, jobs, on_invalid, bins)
+    groups = _check_settings(schema, s.group_columns, s.id_column, s.jobs, s.on_invalid, s.bins)
     for warning in delta_warnings(schema.runs):
         log.warning("warning: %s", warning)
-    distinct = _distinct(schema, distinct_per_individual)
-    reweighting = None if reweight is None else parse_reweight(
-        reweight, schema.names, [c.name for c in schema.columns if c.kind == NUMERIC], reweight_share, reweight_floor)
-    if output is not None:
-        output = check_writable(Path(output))
-    seed_seq = _seed_sequence(seed)
+    distinct = _distinct(schema, s.distinct_per_individual)
+    reweighting = _reweighting(schema, s)
+    output = None if s.output is None else check_writable(Path(s.output))
+    seed_seq = _seed_sequence(s.seed)
 
-    side = _public_side(public, schema, bins, groups, derive)
+    side = _public_side(public, schema, s.bins, groups, s.derive)
     header = list(private.columns) if isinstance(private, pd.DataFrame) else read_header(private)
-    id_column = id_column or (DEFAULT_ID_COLUMN if DEFAULT_ID_COLUMN in header else None)
-    stages = _stages(side, spec, reweighting, bin_values)
+    id_column = s.id_column or (DEFAULT_ID_COLUMN if DEFAULT_ID_COLUMN in header else None)
+    stages = _stages(side, spec, reweighting, s.bin_values)
     _check_before_measuring(side, stages, id_column, distinct)
     plans = [plan_run(run, stages, spec, method_options, bool(groups)) for run in side.schema.runs]
-    data = _read_private(private, side, id_column, on_invalid, show_private_counts)
+    data = _read_private(private, side, id_column, s.on_invalid, s.show_private_counts)
     _log_plan(side.schema, side.encoder, groups, id_column, spec.name, side.structure, distinct)
     if stages.reweighting is not None:
         _log_reweighting(stages.reweighting)
@@ -154,7 +174,7 @@ def release(private: pd.DataFrame | str | Path, params: Mapping | str | Path | S
     releases = []
     with log_above_bars(log), progress(len(runs), "runs", "run", log) as bar:
         for run, run_plan, run_seeds in zip(runs, plans, seeds):
-            releases.append(_release_run(data, run, spec, method_options, groups, jobs, run_seeds, distinct,
+            releases.append(_release_run(data, run, spec, method_options, groups, s.jobs, run_seeds, distinct,
                                          stages, run_plan))
             bar.update()
     for r in releases:
@@ -167,23 +187,30 @@ def release(private: pd.DataFrame | str | Path, params: Mapping | str | Path | S
 
 
 def plan(params: Mapping | str | Path | Schema, public: pd.DataFrame | str | Path | None = None,
-         method: str = "dpsyn", options: Mapping[str, Any] | Any | None = None, *,
-         group_columns: Sequence[str] | None = None, bins: int = DEFAULT_BINS, derive: bool = True,
-         reweight: str | Sequence[str] | None = None, reweight_share: float | None = None,
-         reweight_floor: float | None = None, bin_values: bool = True) -> list[Plan]:
+         method: str = "dpsyn", options: Mapping[str, Any] | Any | None = None, settings: Settings | None = None,
+         **given: Any) -> list[Plan]:
     """Each run's budget plan (lib/privacy/plan.py) as ``release`` with the same arguments would spend
-    it, from the parameters, the method and the public file alone: no private data is read.  Bad input
+    it, from the parameters, the method, the public file and the settings that move a share (group
+    columns, bins, derive, reweighting, values inside bins) alone: no private data is read.  Bad input
     raises one of ``BAD_INPUT``."""
+    s = dataclasses.replace(settings or Settings(), **given)
     schema, spec, method_options = _request(params, method, options)
-    groups = _check_settings(schema, group_columns, None, 1, "error", bins)
-    reweighting = None if reweight is None else parse_reweight(
-        reweight, schema.names, [c.name for c in schema.columns if c.kind == NUMERIC], reweight_share, reweight_floor)
-    side = _public_side(public, schema, bins, groups, derive)
-    stages = _stages(side, spec, reweighting, bin_values)
+    groups = _check_settings(schema, s.group_columns, None, 1, "error", s.bins)
+    reweighting = _reweighting(schema, s)
+    side = _public_side(public, schema, s.bins, groups, s.derive)
+    stages = _stages(side, spec, reweighting, s.bin_values)
     problems = stages.problems() + (reweight_cell_problems(reweighting, side.encoder.domain) if reweighting else [])
     if problems:
         raise OptionError(problems)
     return [plan_run(run, stages, spec, method_options, bool(groups)) for run in side.schema.runs]
+
+
+def _reweighting(schema: Schema, s: Settings) -> ReweightSpec | None:
+    """The settings' reweighting request checked against the schema (None without one)."""
+    if s.reweight is None:
+        return None
+    return parse_reweight(s.reweight, schema.names, [c.name for c in schema.columns if c.kind == NUMERIC],
+                          s.reweight_share, s.reweight_floor)
 
 
 def _request(params, method: str, options) -> tuple[Schema, Method, Any]:
@@ -335,7 +362,7 @@ def _read_private(private, side: PublicSide, id_column: str | None, on_invalid: 
                     time.perf_counter() - start, side.structure)
 
 
-def _check_before_measuring(side: PublicSide, stages: Stages, id_column: str | None,
+def _check_before_measuring(side: PublicSide, stages: Pipeline, id_column: str | None,
                             distinct: tuple[str, ...]) -> None:
     """Every refusal that needs only public facts, before the private file is read: the distinct
     declaration needs ids where theta > 1; reweighting's marginals fit the cell cap; the stages around
@@ -367,19 +394,18 @@ class RunOutput:
 def synthesize_run(table: EncodedTable, encoder: Encoder, public: PublicData | None, run: Run, spec: Method,
                    options, group_columns: tuple[str, ...], jobs: int,
                    seeds: list[np.random.SeedSequence], structure: Structure = Structure(),
-                   distinct: tuple[str, ...] = (), stages: Stages | None = None, plan: Plan | None = None) -> RunOutput:
+                   distinct: tuple[str, ...] = (), pipeline: Pipeline | None = None,
+                   plan: Plan | None = None) -> RunOutput:
     """Build the run's private table (bounding, a ledger holding ``plan``, its own noise generator, the
-    columns ``distinct`` per individual), run the ``stages`` around the method and the method itself,
-    each spending exactly its plan node's rho (budget.py), then make the codes meet ``structure``
-    (method/structure.py: post-processing) and, with reweighting, resample the rows.  Before the
-    method: group-level numeric columns' values (method/group_values.py) and how rows fall inside the
-    bins of numeric columns without public values (method/bin_values.py), drawn from afterwards.
-    ``stages``: default, the structure's group-level columns and values inside bins, no reweighting;
-    ``plan``: default, ``budget.plan_run`` of them.  ``seeds``: bounding, noise, synthesis (decoding is
-    the fourth, used by the caller)."""
-    if stages is None:
-        stages = stages_of(encoder, structure, spec, None, True)
-    plan = plan or plan_run(run, stages, spec, options, bool(group_columns))
+    columns ``distinct`` per individual), then run the stages around the method (stages/): every
+    stage's ``before``, the method, every stage's ``after``, each stage and the method inside its own
+    plan node (budget.py), so each spends exactly that node's rho.  ``pipeline``: default, the
+    structure's group-level columns and values inside bins, no reweighting; ``plan``: default,
+    ``budget.plan_run`` of it.  ``seeds``: bounding, noise, synthesis (decoding is the fourth, used by
+    the caller)."""
+    if pipeline is None:
+        pipeline = stages_of(encoder, structure, spec, None, True)
+    plan = plan or plan_run(run, pipeline, spec, options, bool(group_columns))
     ledger, domain = Ledger(run.epsilon, run.delta, plan=plan), encoder.domain
     start = time.perf_counter()
     private = PrivateTable(table.codes, table.numeric, domain, run.max_records_per_individual, ledger,
@@ -391,57 +417,24 @@ def synthesize_run(table: EncodedTable, encoder: Encoder, public: PublicData | N
     ctx = RunContext(domain, run.epsilon, run.delta, run.max_records, group_columns, jobs,
                      np.random.default_rng(seeds[2]), skip=skip,
                      boxes=Boxes(tuple(b for b in structure.boxes.boxes if not skipped & set(b.columns))))
+    stages, env = pipeline.stages(), Env(encoder, ctx, structure)
     with ctx.timed("measuring"):
-        group_values, inside_bins = {}, {}
-        if stages.group_level:
-            with private.spending(GROUP_VALUES):
-                group_values = _measure_group_values(private, stages.group_level)
-        if stages.detailed:
-            with private.spending(BIN_VALUES):
-                inside_bins = measure_bin_values(private, encoder, list(stages.detailed), private.remaining)
+        for stage in stages:
+            if stage.node is not None:
+                with private.spending(stage.node):
+                    stage.before(private, env)
     with private.spending(METHOD):
         result = spec.synthesize(private, public, ctx, options)
     with ctx.timed("structure"):
-        codes, raw = np.array(result.codes, dtype=np.int32, copy=True), dict(result.raw)
-        for column in raw:  # values synthesized without bins: on the column's grid, then their bins
-            raw[column] = encoder.coder(column).snap(raw[column])
-            codes[:, domain.index(column)] = encoder.coder(column).encode(raw[column])
-        for column, (within, values) in group_values.items():
-            cells = cell_index(codes[:, domain.indices(within)], domain.shape(within))
-            raw[column] = values[cells]
-            codes[:, domain.index(column)] = encoder.coder(column).encode(raw[column])
-        codes = finish(codes, domain, group_columns, structure.boxes, structure.derivations,
-                       structure.null_links, structure.group_level, private.released, ctx.rng,
-                       fixed=tuple(group_values))
-        # a raw value whose bin finishing changed is drawn anew in its new bin
-        for column in [c for c in result.raw if c not in group_values]:
-            coder, j = encoder.coder(column), domain.index(column)
-            moved = coder.encode(raw[column]) != codes[:, j]
-            if moved.any():
-                raw[column] = raw[column].copy()
-                raw[column][moved] = coder.decode(codes[moved, j], ctx.rng)
-        for column, inside in inside_bins.items():  # values inside their final bins, as measured
-            if column not in raw:
-                raw[column] = inside.draw(codes[:, domain.index(column)], ctx.rng)
-    if stages.reweighting is not None:
-        with ctx.timed("reweighting"), private.spending(REWEIGHTING):
-            for column in domain.ranges:  # every numeric value drawn now, so that the rows kept keep it
-                if column not in raw:
-                    raw[column] = encoder.coder(column).decode(codes[:, domain.index(column)], ctx.rng)
-            kept = reweight_rows(private, codes, raw, ctx, stages.reweighting).rows
-            codes, raw = codes[kept], {column: values[kept] for column, values in raw.items()}
-    return RunOutput(SynthesisResult(codes, raw), ledger, private.released, {"bounding": bounding, **ctx.timings})
+        records = records_of(result.codes, result.raw, encoder)
+    for stage in stages:
+        with ctx.timed(stage.timer), (private.spending(stage.node) if stage.node else contextlib.nullcontext()):
+            records = stage.after(private, records, env)
+    return RunOutput(SynthesisResult(records.codes, records.raw), ledger, private.released,
+                     {"bounding": bounding, **ctx.timings})
 
 
-def _measure_group_values(private: PrivateTable, group_level: tuple[GroupLevel, ...]) -> dict:
-    """Each group-level numeric column's value per cell of its ``within`` columns (method/group_values.py),
-    measured with an equal part of the node's rho each."""
-    rho = private.remaining / len(group_level)
-    return {g.column: (g.within, measure_group_values(private, g.column, g.within, g.low, g.high, g.step, rho))
-            for g in group_level}
-
-
-def _stages(side: PublicSide, spec: Method, reweighting: ReweightSpec | None, bin_values: bool) -> Stages:
+def _stages(side: PublicSide, spec: Method, reweighting: ReweightSpec | None, bin_values: bool) -> Pipeline:
     """The stages around the method, reweighting's moment bounds filled from public facts."""
     if reweighting is not None:
         reweighting = with_bounds(reweighting, side.encoder.domain.ranges, side.public.numeric if side.public else None)
@@ -449,7 +442,7 @@ def _stages(side: PublicSide, spec: Method, reweighting: ReweightSpec | None, bi
 
 
 def _release_run(data: Prepared, run: Run, spec: Method, options, group_columns, jobs, seeds,
-                 distinct: tuple[str, ...], stages: Stages, plan: Plan) -> RunRelease:
+                 distinct: tuple[str, ...], stages: Pipeline, plan: Plan) -> RunRelease:
     out = synthesize_run(data.table, data.encoder, data.public, run, spec, options, group_columns, jobs, seeds,
                          data.structure, distinct, stages, plan)
     start = time.perf_counter()

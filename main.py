@@ -15,7 +15,7 @@ import logging
 import sys
 from pathlib import Path
 
-from api import BAD_INPUT, DEFAULT_ID_COLUMN, ledger_path, plan, release, resolve_group_columns
+from api import BAD_INPUT, DEFAULT_ID_COLUMN, Settings, ledger_path, plan, release, resolve_group_columns
 from dataloader.encoding import DEFAULT_BINS
 from dataloader.reading import ON_INVALID
 from dataloader.schema import NUMERIC, SchemaError, load_schema
@@ -255,20 +255,26 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def synthesize_command(args) -> int:
-    with T.overridden(settings(args.set)):
+    with T.overridden(overrides(args.set)):
         return _synthesize(args)
 
 
-def _synthesize(args) -> int:
+def release_settings(args, synthesize: bool = True) -> Settings:
+    """The api's Settings from the synthesize (or, ``synthesize`` False, the plan) command's options."""
     if args.reweight is None and args.reweight_share is not None:
         raise OptionError(["--reweight-share needs --reweight SPEC"])
-    runs = release(args.private, args.params, args.public, args.method, method_options(args), seed=args.seed,
-                   id_column=args.id_column, group_columns=_column_list(args.group_columns), jobs=args.jobs,
-                   on_invalid=args.on_invalid, bins=args.bins, show_private_counts=args.show_private_counts,
-                   derive=not args.no_derive, distinct_per_individual=_column_list(args.distinct_per_individual),
-                   reweight=args.reweight,
-                   reweight_share=T.reweight_share if args.reweight_share is None else args.reweight_share,
-                   bin_values=args.bin_values, output=args.output)
+    common = Settings(group_columns=_column_list(args.group_columns), bins=args.bins, derive=not args.no_derive,
+                      reweight=args.reweight, reweight_share=args.reweight_share, bin_values=args.bin_values)
+    if not synthesize:
+        return common
+    return dataclasses.replace(common, seed=args.seed, id_column=args.id_column, jobs=args.jobs,
+                               on_invalid=args.on_invalid, show_private_counts=args.show_private_counts,
+                               distinct_per_individual=_column_list(args.distinct_per_individual),
+                               output=args.output)
+
+
+def _synthesize(args) -> int:
+    runs = release(args.private, args.params, args.public, args.method, method_options(args), release_settings(args))
     for path in [args.output] + [ledger_path(args.output, r.epsilon) for r in runs]:
         print(path)
     return 0
@@ -277,7 +283,7 @@ def _synthesize(args) -> int:
 def plan_command(args) -> int:
     """Print each run's budget plan on stdout (or, with --tuning, the tuned values and expert options);
     reads the parameters and the public file only."""
-    with T.overridden(settings(args.set)):
+    with T.overridden(overrides(args.set)):
         return _plan(args)
 
 
@@ -287,18 +293,12 @@ def _plan(args) -> int:
         return 0
     if args.params is None:
         raise OptionError(["plan needs --params (or --tuning)"])
-    if args.reweight is None and args.reweight_share is not None:
-        raise OptionError(["--reweight-share needs --reweight SPEC"])
-    plans = plan(args.params, args.public, args.method, method_options(args),
-                 group_columns=_column_list(args.group_columns), bins=args.bins, derive=not args.no_derive,
-                 reweight=args.reweight,
-                 reweight_share=T.reweight_share if args.reweight_share is None else args.reweight_share,
-                 bin_values=args.bin_values)
+    plans = plan(args.params, args.public, args.method, method_options(args), release_settings(args, False))
     print("\n".join(line for p in plans for line in p.lines()))
     return 0
 
 
-def settings(assignments: list[str]) -> dict[str, str]:
+def overrides(assignments: list[str]) -> dict[str, str]:
     """``--set NAME=VALUE`` items as {name: value}, each logged as a warning; OptionError lists every bad
     one (an unknown name, a value of the wrong type)."""
     problems, out = [], {}

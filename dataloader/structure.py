@@ -14,7 +14,7 @@
   columns of the public file (DENSITY within PUMA), or declared so (``constant_within``).
 
 Nothing here is private, so nothing costs budget; what to do with the structure is the
-release's post-processing (method/structure.py).
+release's post-processing (stages/structure.py).
 """
 from __future__ import annotations
 

@@ -52,7 +52,7 @@ TABLE: tuple[tuple[str, Any, str], ...] = (
     ("adaptive_subgroup_rows", 1000, "rows per group above which candidates read some of the group columns only"),
     ("adaptive_round_tolerance", 1e-6, "consistency within rounds: agreement to this share of the total"),
     ("adaptive_round_fit_iterations", 50, "consistency within rounds: at most this many fitting sweeps"),
-    # method/bin_values.py
+    # stages/bin_values.py
     ("bin_values_sub_bins", 20, "sub-bins per bin for the values inside bins"),
     ("bin_values_share", 0.03, "share of a run's rho on values inside bins, split evenly over the columns"),
     ("bin_values_noise_margin", 2.0, "a bin keeps its detail only where its counts vary this much beyond noise"),
@@ -73,7 +73,7 @@ TABLE: tuple[tuple[str, Any, str], ...] = (
     # method/group_columns.py
     ("group_columns_group_columns", 5,
      "columns measured per group in the public regime (those that differ most between groups)"),
-    # method/group_values.py
+    # stages/group_values.py
     ("group_values_bins", 1000, "bins per cell and round when finding a group-level value"),
     ("group_values_share", 0.05, "share of a run's rho per group-level numeric column"),
     ("group_values_cap", 0.2, "share of a run's rho for all group-level numeric columns together"),
@@ -115,7 +115,7 @@ TABLE: tuple[tuple[str, Any, str], ...] = (
     ("rap_restart_beta", 128.0, "rap: inverse temperature at which projections after the first start"),
     ("rap_value_rate", 0.05, "rap: Adam's step on numeric values at the starting temperature"),
     ("rap_logit_rate", 0.03, "rap: Adam's step on categorical logits"),
-    # method/reweight.py
+    # stages/reweight.py
     ("reweight_share", 0.1, "default share of a run's rho for the reweighting measures"),
     ("reweight_band", 1.0, "reweighting: each answer's tolerance, in sds of its estimate"),
     ("reweight_floor", 0.5,
@@ -128,7 +128,7 @@ TABLE: tuple[tuple[str, Any, str], ...] = (
     ("selection_score_share", 0.1, "--marginals select: share of the marginal rho on the dependency scores"),
     # method/split_columns.py
     ("split_columns_split_above", 32, "columns with more codes than this are read coarsely in the adaptive rounds"),
-    # method/structure.py
+    # stages/structure.py
     ("structure_rounds", 4, "passes that make derived, null-linked and group-level columns agree after synthesis"),
     # method/superquail.py
     ("superquail_synth_share", 0.6,

@@ -134,7 +134,7 @@ class Method:
     ``check(options, schema)`` (optional) lists what the schema or the machine cannot honour, one
     line each, before any data is read.  ``raw_numeric``: the method returns every numeric column as raw
     values (``SynthesisResult.raw``), so the release measures nothing inside their bins for it
-    (method/bin_values.py).  ``plan(options, epsilon, theta, has_groups, rho)`` (optional): the
+    (stages/bin_values.py).  ``plan(options, epsilon, theta, has_groups, rho)`` (optional): the
     method's own budget nodes known before any data is read, shares of its ``rho`` (lib/privacy/plan.py);
     without it the method's node is split at run time."""
 

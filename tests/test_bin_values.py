@@ -1,4 +1,4 @@
-"""Values inside the bins of numeric columns without public values (method/bin_values.py)."""
+"""Values inside the bins of numeric columns without public values (stages/bin_values.py)."""
 import json
 
 import numpy as np
@@ -10,7 +10,7 @@ from lib.tuning import T
 from api import release
 from dataloader.encoding import Encoder
 from dataloader.schema import parse_schema
-from method.bin_values import shrunk_weights, sub_edges
+from stages.bin_values import shrunk_weights, sub_edges
 
 SCHEMA = {"W": {"dtype": "int", "min": 0, "max": 9999}, "INC": {"dtype": "int", "min": -500, "max": 2000, "null": "N"},
           "X": {"dtype": "float", "min": 0, "max": 1}, "K": {"dtype": "str", "values": ["a", "b"]}}

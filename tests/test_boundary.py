@@ -17,7 +17,7 @@ from method import METHODS
 from method.base import Method, SynthesisResult
 
 ROOT = Path(__file__).resolve().parent.parent
-OURS = ("api", "budget", "main", "dataloader", "method", "evaluation", "bench", "tests")
+OURS = ("api", "budget", "main", "dataloader", "method", "stages", "evaluation", "bench", "tests")
 PRIVATE_SIDE = ("lib.privacy.bounding", "lib.privacy.samplers", "lib.privacy.mechanisms")
 
 

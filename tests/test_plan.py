@@ -5,7 +5,8 @@ import pytest
 
 import main
 from api import plan, release
-from budget import GROUP_VALUES, METHOD, REWEIGHTING
+from budget import METHOD
+from stages.pipeline import GROUP_VALUES, REWEIGHTING
 from lib.privacy.accounting import BudgetExceeded, Ledger
 from lib.privacy.plan import Node, Plan
 from test_rap import data

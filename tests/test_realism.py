@@ -17,7 +17,7 @@ from lib.constraints import repair
 from lib.gum import gum
 from lib.privacy.accounting import Ledger
 from lib.privacy.private_table import PrivateTable
-from method.group_values import measure_group_values
+from stages.group_values import measure_group_values
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "data" / "demo"

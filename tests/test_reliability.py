@@ -13,7 +13,7 @@ import pytest
 
 import api
 from api import release
-from budget import group_value_share as group_value_shares
+from stages.pipeline import group_value_share as group_value_shares
 from conftest import write_params
 from dataloader import writing
 from dataloader.reading import DataError

@@ -1,4 +1,4 @@
-"""Reweighting toward noisy answers (method/reweight.py, lib/tilting.py): the dual against a cvxpy
+"""Reweighting toward noisy answers (stages/reweight.py, lib/tilting.py): the dual against a cvxpy
 solve of the primal, the weights, the tolerance's two ends, accounting, determinism, bad specs."""
 import json
 
@@ -11,7 +11,7 @@ from api import release
 from lib.tilting import denoised_answers, effective_share, resample, tempered, tilt
 from main import main
 from method.base import OptionError
-from method.reweight import fitted_weights, parse_reweight, with_bounds
+from stages.reweight import fitted_weights, parse_reweight, with_bounds
 from test_rap import data
 
 # a tiny sample: 6 points, 2 queries; the targets are reachable with every point kept
@@ -174,18 +174,18 @@ def test_reweighted_runs_are_schema_valid_and_repeat_under_a_seed(reweighted):
 def test_reweighting_per_group_keeps_each_groups_rows(monkeypatch):
     """Resampling happens within groups: each group has as many rows after reweighting as the method
     gave it, and the tilt did move rows (the table is not the method's own)."""
-    import api
+    import stages.pipeline as pipeline
     frame, params = data()
     params = dict(params, runs=params["runs"][:1])
     seen = {}
-    real = api.reweight_rows
+    real = pipeline.reweight_rows
 
     def recorded(private, codes, values, ctx, spec):
         seen["codes"], seen["sex"] = codes.copy(), ctx.domain.index("SEX")
         result = real(private, codes, values, ctx, spec)
         seen["rows"] = result.rows
         return result
-    monkeypatch.setattr(api, "reweight_rows", recorded)
+    monkeypatch.setattr(pipeline, "reweight_rows", recorded)
     (run,) = release(frame, params, None, "histogram", {}, seed=2, group_columns=("SEX",),
                      reweight="moments:AGE;marginals:JOB×LABEL", reweight_share=0.3)
     steps = [c.step for c in run.ledger.charges if c.step.startswith("reweighting")]
