@@ -25,6 +25,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from lib.measurement import Target  # noqa: E402
 from lib import relaxed  # noqa: E402
 
 SIZES = (9, 16, 7, 15, 6, 5, 2, 42, 2)  # Adult's categorical columns; the last is the label
@@ -56,7 +57,7 @@ def _queries(seed: int = 0) -> list[relaxed.RelaxedQuery]:
 def _project(xp, n: int, queries: list) -> tuple[np.ndarray, float, float]:
     """Answers after one projection of the seeded start toward the seeded goal, its loss and seconds."""
     goal = _table(np, n, seed=2)
-    fits = [relaxed.Fit(q, a.astype(np.float64), 1.0) for q, a in zip(queries, relaxed.answers(goal, queries, 1024.0))]
+    fits = [Target(q, a.astype(np.float64), weight=1.0) for q, a in zip(queries, relaxed.answers(goal, queries, 1024.0))]
     table = _table(xp, n, seed=1)
     start = time.perf_counter()
     stats = relaxed.project(table, fits)

@@ -20,14 +20,15 @@ import itertools
 
 import numpy as np
 
+from lib.measurement import Target
 from lib.tuning import T
 
 
 
-def make_consistent(marginals: list[tuple[tuple[str, ...], np.ndarray, float]],
-                    rounds: int | None = None, tolerance: float | None = None,
+def make_consistent(marginals: list[Target], rounds: int | None = None, tolerance: float | None = None,
                     fit_iterations: int | None = None) -> list[np.ndarray]:
-    """Consistent, non-negative copies of ``marginals`` (attrs, noisy counts shaped by attrs, noise sd).
+    """Consistent, non-negative copies of ``marginals`` (lib/measurement.py Targets: ``query`` the
+    marginal's attribute names, ``noisy`` its counts shaped by them, ``sigma`` its noise sd).
 
     Afterwards every marginal has the same total, no negative cell, and any two agree on
     every attribute subset they share to within ``tolerance`` × total (for shared subsets
@@ -38,9 +39,9 @@ def make_consistent(marginals: list[tuple[tuple[str, ...], np.ndarray, float]],
     rounds = T.consistency_rounds if rounds is None else rounds  # defaults: the tuning table's, read now
     tolerance = T.consistency_tolerance if tolerance is None else tolerance
     fit_iterations = T.consistency_max_fit_iterations if fit_iterations is None else fit_iterations
-    attrs = [tuple(a) for a, _, _ in marginals]
-    values = [np.array(v, dtype=np.float64) for _, v, _ in marginals]
-    sigmas = [max(float(s), 1e-12) for _, _, s in marginals]
+    attrs = [tuple(t.query) for t in marginals]
+    values = [np.array(t.noisy, dtype=np.float64) for t in marginals]
+    sigmas = [max(float(t.sigma), 1e-12) for t in marginals]
     subsets = _shared_subsets(attrs)
     members = {s: [i for i, a in enumerate(attrs) if set(s) <= set(a)] for s in subsets}
     total = common_total(values, sigmas)

@@ -24,6 +24,7 @@ import numba
 import numpy as np
 
 from lib.constraints import NO_BOXES, Boxes, record_forbidden, repair
+from lib.measurement import Target
 
 
 @dataclass(frozen=True)
@@ -36,22 +37,24 @@ class GumOptions:
     duplicate_share: float = 0.6
 
 
-def gum(records: np.ndarray, sizes: tuple[int, ...], targets: list[tuple[tuple[int, ...], np.ndarray]],
+def gum(records: np.ndarray, sizes: tuple[int, ...], targets: list[Target],
         rng: np.random.Generator, options: GumOptions = GumOptions(), boxes: Boxes = NO_BOXES) -> np.ndarray:
     """Updated copy of ``records`` (n × d codes) whose marginals approach ``targets``, none of
     them in a forbidden box.
 
-    ``targets``: (column indices, non-negative array of that marginal's shape); each is
-    rescaled to sum to n.  Deterministic given ``rng``'s state.  Costs no privacy budget.
+    ``targets``: lib/measurement.py Targets, ``query`` the column indices and ``noisy`` a
+    non-negative array of that marginal's shape, each rescaled to sum to n (their sigma and weight
+    are not read: GUM moves toward every target alike).  Deterministic given ``rng``'s state.
+    Costs no privacy budget.
     """
     out = np.ascontiguousarray(repair(records, boxes, rng) if boxes else records, dtype=np.int32).copy()
     if len(out) == 0 or not targets:
         return out
-    attrs = np.concatenate([np.asarray(a, dtype=np.int64) for a, _ in targets])
-    attr_ptr = np.cumsum([0] + [len(a) for a, _ in targets]).astype(np.int64)
+    attrs = np.concatenate([np.asarray(t.query, dtype=np.int64) for t in targets])
+    attr_ptr = np.cumsum([0] + [len(t.query) for t in targets]).astype(np.int64)
     flat = []
-    for _, t in targets:
-        t = np.clip(np.asarray(t, dtype=np.float64).ravel(), 0, None)
+    for target in targets:
+        t = np.clip(np.asarray(target.noisy, dtype=np.float64).ravel(), 0, None)
         flat.append(t * (len(out) / t.sum()) if t.sum() > 0 else np.full(t.size, len(out) / t.size))
     cell_ptr = np.cumsum([0] + [len(t) for t in flat]).astype(np.int64)
     alphas = options.alpha * options.decay ** np.arange(options.iterations)

@@ -26,6 +26,8 @@ from functools import cached_property
 
 import numpy as np
 
+from lib.measurement import Target
+
 from lib.raking import systematic_draw
 
 
@@ -144,11 +146,12 @@ def _log_marginal(log_table: np.ndarray, clique, cols) -> np.ndarray:
         return np.log(np.exp(log_table - top).sum(axis=drop)) + top.squeeze(axis=drop)
 
 
-def fit(tree: JunctionTree, targets, iterations: int = 1000,
+def fit(tree: JunctionTree, targets: list[Target], iterations: int = 1000,
         tolerance: float = 1e-7) -> tuple[list[np.ndarray], bool]:
     """Calibrated beliefs (a probability table per clique, axes in its column order) of the model fitted to
-    the targets, and whether the fit settled (False: ``iterations`` ran out).  ``targets`` are (columns,
-    table shaped by them, in that order, weight), their tables' totals need not be 1; the loss is the sum
+    the targets, and whether the fit settled (False: ``iterations`` ran out).  ``targets`` are
+    lib/measurement.py Targets: ``query`` the columns, ``noisy`` a table shaped by them in that order (its
+    total need not be 1), ``weight``; the loss is the sum
     over targets of weight times the squared distance between the distribution's marginal and the target's
     proportions.  Mirror descent on the cliques' log-potentials from the uniform distribution
     (private-pgm's estimator, with its line search), until a step lowers the loss by less than
@@ -157,10 +160,10 @@ def fit(tree: JunctionTree, targets, iterations: int = 1000,
     target's marginal (a cycle of pairs), the loss is least, each target missed the less the larger its
     weight."""
     parts = []
-    for cols, table, weight in targets:
-        key = tuple(sorted(cols))
-        table = np.asarray(table, dtype=np.float64).transpose([list(cols).index(c) for c in key])
-        parts.append((tree.host(key), key, table / max(table.sum(), 1e-300), float(weight)))
+    for t in targets:
+        key = tuple(sorted(t.query))
+        table = np.asarray(t.noisy, dtype=np.float64).transpose([list(t.query).index(c) for c in key])
+        parts.append((tree.host(key), key, table / max(table.sum(), 1e-300), float(t.weight)))
     top = max(w for *_, w in parts)
     parts = [(h, k, t, w / top) for h, k, t, w in parts]
 

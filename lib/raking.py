@@ -21,17 +21,19 @@ import numba
 import numpy as np
 from scipy import sparse
 
+from lib.measurement import Target
 
-def rake(records: np.ndarray, margins: list[tuple[int, np.ndarray]], passes: int) -> np.ndarray:
+
+def rake(records: np.ndarray, margins: list[Target], passes: int) -> np.ndarray:
     """Weights (summing to 1) on the rows of ``records`` (n × d codes) whose weighted shares of
-    column j approach ``target / target.sum()`` for each (j, target) in ``margins``, after
+    column j approach ``noisy / noisy.sum()`` for each 1-way Target ((j,), noisy) in ``margins``, after
     ``passes`` sweeps over the margins.  A value no record holds cannot be reached: its share is
     left out and the others fill in.  Uniform weights where the targets leave every record out."""
     n = len(records)
     weights = np.full(n, 1.0 / max(n, 1))
     shares = []
-    for j, target in margins:
-        target = np.clip(np.asarray(target, dtype=np.float64), 0.0, None)
+    for margin in margins:
+        (j,), target = margin.query, np.clip(np.asarray(margin.noisy, dtype=np.float64), 0.0, None)
         if target.sum() > 0:
             shares.append((j, target / target.sum()))
     for _ in range(passes):
@@ -45,11 +47,10 @@ def rake(records: np.ndarray, margins: list[tuple[int, np.ndarray]], passes: int
     return weights
 
 
-def rake_groups(records: np.ndarray, margins: list[tuple[int, np.ndarray]], counts: np.ndarray,
-                passes: int) -> np.ndarray:
+def rake_groups(records: np.ndarray, margins: list[Target], counts: np.ndarray, passes: int) -> np.ndarray:
     """n × G shares (each row non-negative, summing to 1) of each of the n ``records``' membership in G
     groups, after ``passes`` sweeps of IPF over the records × groups table: the groups' totals follow
-    ``counts`` (G), and for each (j, target) in ``margins`` (target: G × column j's codes) the records
+    ``counts`` (G), and for each Target ((j,), target) in ``margins`` (target: G × column j's codes) the records
     holding value v of column j are split between the groups in the shares ``target[:, v]`` gives
     (where that column of the target is empty, as ``counts``).  The records' own counts of every
     value are kept, so a group's marginal can only reach its target as far as the records allow;
@@ -60,8 +61,8 @@ def rake_groups(records: np.ndarray, margins: list[tuple[int, np.ndarray]], coun
     prior = counts / counts.sum() if counts.sum() > 0 else np.full(groups, 1.0 / groups)
     splits = []  # (column j's codes, codes × records indicator, codes × groups: how many of the records holding
     # each code each group should take)
-    for j, target in margins:
-        target = np.clip(np.asarray(target, dtype=np.float64), 0.0, None)
+    for margin in margins:
+        (j,), target = margin.query, np.clip(np.asarray(margin.noisy, dtype=np.float64), 0.0, None)
         by_code = target.sum(axis=0)
         split = np.where(by_code > 0, target / np.where(by_code > 0, by_code, 1.0), prior[:, None])
         codes = records[:, j]

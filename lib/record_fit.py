@@ -26,12 +26,12 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from lib.relaxed import Fit
+from lib.measurement import Target
 from lib.tuning import T
 
 
 
-def fit_records(codes: np.ndarray, sizes: tuple[int, ...], values: np.ndarray, fits: list[Fit],
+def fit_records(codes: np.ndarray, sizes: tuple[int, ...], values: np.ndarray, fits: list[Target],
                 low: float, high: float, rng: np.random.Generator, fixed: tuple[int, ...] = (),
                 nullable: tuple[bool, ...] = (), sweeps: int = 3,
                 tries: int = 16) -> tuple[np.ndarray, np.ndarray, float, float]:
@@ -76,8 +76,8 @@ def fit_records(codes: np.ndarray, sizes: tuple[int, ...], values: np.ndarray, f
     cuts = np.array([c for t in queries for c in t.cuts], dtype=np.float64)
     cut_ptr = np.cumsum([0] + [len(t.cuts) for t in queries]).astype(np.int64)
     nslots = np.array([t.slots for t in queries], dtype=np.int64)
-    res = np.concatenate([-np.asarray(f.target, dtype=np.float64).ravel() for f in fits])
-    res_ptr = np.cumsum([0] + [f.target.size for f in fits]).astype(np.int64)
+    res = np.concatenate([-np.asarray(f.noisy, dtype=np.float64).ravel() for f in fits])
+    res_ptr = np.cumsum([0] + [f.noisy.size for f in fits]).astype(np.int64)
     weights = np.array([f.weight for f in fits], dtype=np.float64)
     # per categorical column (fixed ones left out) the targets it is a by column of, with its stride there
     cat_targets = [[(q, strides[q][t.by.index(c)]) for q, t in enumerate(queries) if c in t.by]

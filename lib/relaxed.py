@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from lib.measurement import Target
 from lib.tuning import T
 
 DEVICES = ("cpu", "gpu")
@@ -87,16 +88,6 @@ class RelaxedQuery:
     @property
     def slots(self) -> int:
         return len(self.cuts) + 2 if self.columns else 1
-
-
-@dataclass(frozen=True)
-class Fit:
-    """A query with its target answer (host array of fractions, cells × slots) and the weight of its
-    squared error."""
-
-    query: RelaxedQuery
-    target: np.ndarray
-    weight: float
 
 
 @dataclass
@@ -215,7 +206,7 @@ class Workload:
     ``fits`` (one per query), their targets and weights are laid out the same way, on the table's
     backend, once."""
 
-    def __init__(self, table: RelaxedTable, queries: list[RelaxedQuery], fits: list[Fit] | None = None):
+    def __init__(self, table: RelaxedTable, queries: list[RelaxedQuery], fits: list[Target] | None = None):
         if any(q.bins for q in queries):
             raise ValueError("queries by numeric bins are for lib/record_fit.py, not the projection")
         xp, dtype, r = table.xp, table.values.dtype, table.values.shape[1]
@@ -352,7 +343,7 @@ def answers(table: RelaxedTable, queries: list[RelaxedQuery], beta: float) -> li
     return out
 
 
-def loss_and_grads(table: RelaxedTable, fits: list[Fit], beta: float,
+def loss_and_grads(table: RelaxedTable, fits: list[Target], beta: float,
                    work: Workload | None = None) -> tuple[float, dict]:
     """sum_q w_q ||q(table) - target_q||² and its gradients by parameter name ("cat{i}", "values",
     "nulls"); ``work``: the fits compiled (``Workload(table, queries, fits)``), when the caller keeps one."""
@@ -395,18 +386,18 @@ def loss_and_grads(table: RelaxedTable, fits: list[Fit], beta: float,
     return float(loss), grads
 
 
-def _marginal_targets(xp, table: RelaxedTable, fits: list[Fit]):
+def _marginal_targets(xp, table: RelaxedTable, fits: list[Target]):
     """The targets of fits of one marginal, stacked (fits × the marginal's cells shape), and their weights."""
     shape = tuple(table.sizes[b] for b in fits[0].query.by)
     dtype = table.values.dtype
-    targets = np.stack([np.asarray(f.target, dtype=np.float64).reshape(shape) for f in fits])
+    targets = np.stack([np.asarray(f.noisy, dtype=np.float64).reshape(shape) for f in fits])
     weights = np.array([f.weight for f in fits], dtype=np.float64).reshape((-1,) + (1,) * len(shape))
     return xp.asarray(targets.astype(dtype)), xp.asarray(weights.astype(dtype))
 
 
-def _targets(xp, fits: list[Fit], dtype):
+def _targets(xp, fits: list[Target], dtype):
     """The fits' targets stacked (their slots × cells) and a matching column of weights."""
-    targets = np.concatenate([np.asarray(f.target, dtype=np.float64).reshape(-1, f.query.slots).T for f in fits])
+    targets = np.concatenate([np.asarray(f.noisy, dtype=np.float64).reshape(-1, f.query.slots).T for f in fits])
     weights = np.concatenate([np.full(f.query.slots, f.weight) for f in fits])
     return xp.asarray(targets.astype(dtype)), xp.asarray(weights.astype(dtype))[:, None]
 
@@ -430,7 +421,7 @@ def _grad_norm(grads: dict) -> float:
     return math.sqrt(float(sum((g ** 2).sum() for g in grads.values())))  # one transfer from a GPU
 
 
-def project(table: RelaxedTable, fits: list[Fit], beta: float = 8.0, max_beta: float = 1024.0,
+def project(table: RelaxedTable, fits: list[Target], beta: float = 8.0, max_beta: float = 1024.0,
             tolerance: float = 1e-3, steps: int = 60, lr: float = 0.3, value_lr: float = 0.05) -> dict:
     """Adam on the weighted squared error to ``fits`` (module doc), at most ``steps`` steps per inverse
     temperature, beta doubling from ``beta`` to ``max_beta`` whenever the gradient norm is below
@@ -446,7 +437,7 @@ def project(table: RelaxedTable, fits: list[Fit], beta: float = 8.0, max_beta: f
         return _adam(table, fits, work, beta, max_beta, tolerance, steps, lr, value_lr)
 
 
-def _adam(table: RelaxedTable, fits: list[Fit], work: Workload, beta: float, max_beta: float, tolerance: float,
+def _adam(table: RelaxedTable, fits: list[Target], work: Workload, beta: float, max_beta: float, tolerance: float,
           steps: int, lr: float, value_lr: float) -> dict:
     """project's loop (its doc)."""
     xp, start = table.xp, beta

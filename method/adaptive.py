@@ -67,6 +67,7 @@ from lib.smoothing import smooth
 from lib.gum import GumOptions, gum
 from lib.marginals import clip_and_normalise, count_marginal
 from lib.maxent import draw, fit, junction_tree
+from lib.measurement import Target
 from lib.privacy.private_table import PrivateTable
 from lib.privacy.queries import Marginal
 from lib.tuning import T
@@ -142,7 +143,7 @@ class Model:
         in full when ``final``)."""
         tolerance, sweeps = (T.consistency_tolerance, T.consistency_max_fit_iterations) if final else (T.adaptive_round_tolerance, T.adaptive_round_fit_iterations)
         keys, labels = list(self.noisy), self.layout.labels(self.names)
-        consistent = make_consistent([(tuple(labels[j] for j in cols), *self.smoothed(cols)) for cols in keys],
+        consistent = make_consistent([Target(tuple(labels[j] for j in cols), *self.smoothed(cols)) for cols in keys],
                                      tolerance=tolerance, fit_iterations=sweeps)
         self.consistent = dict(zip(keys, consistent))
         self.total = float(consistent[0].sum())
@@ -166,8 +167,8 @@ class Model:
         warm-started passes, or when ``final`` the full fit's (FROM_PUBLIC or REWRITE)."""
         self.fit_marginals(final)
         for options in (FROM_PUBLIC if self.from_public else REWRITE)[int(final)]:
-            self.records = gum(self.records, self.layout.model_sizes, self.global_targets(), rng, options,
-                               self.boxes)
+            self.records = gum(self.records, self.layout.model_sizes, [Target(c, v) for c, v in self.global_targets()],
+                               rng, options, self.boxes)
 
     def global_targets(self) -> list[tuple[tuple[int, ...], np.ndarray]]:
         """The consistent marginals without group columns."""
@@ -275,7 +276,7 @@ class Model:
                  "marginals%s (a junction tree of %d cliques, %d cells)", " and the group columns" * with_groups,
                  len(tree.cliques), tree.cells)
         weights = [(self.total / self.noisy[c][1]) ** 2 for c, _ in targets]
-        beliefs, settled = fit(tree, [(c, v, w) for (c, v), w in zip(targets, weights)],
+        beliefs, settled = fit(tree, [Target(c, v, weight=w) for (c, v), w in zip(targets, weights)],
                                iterations=T.adaptive_max_entropy_steps, tolerance=T.adaptive_max_entropy_tolerance)
         if not settled:
             log.info("adaptive: the maximum-entropy fit did not settle in %d steps; records fitted by GUM instead",
@@ -399,7 +400,8 @@ def measure_adaptively(private: PrivateTable, public_codes: np.ndarray | None, c
     rich = rich and public is not None and bool(group_idx)  # groups drawn by raking, rich budget
     n = base_size(model.total, rich=rich) if per_row is None else base_size(model.total, rich=True, per_row=per_row)
     model.records = start_records(public, model_idx, model.global_targets(), n, layout.model_sizes, ctx.rng)
-    model.records = gum(model.records, layout.model_sizes, model.global_targets(), ctx.rng, boxes=model.boxes)
+    model.records = gum(model.records, layout.model_sizes, [Target(c, v) for c, v in model.global_targets()], ctx.rng,
+                        boxes=model.boxes)
     if one_way_rounds > 0:
         sigmas = [model.noisy[layout.key((j,))][1] for j in other_idx]
         log.info("adaptive: %s%d 1-way marginals measured (noise sd %.3g to %.3g per cell); rounds start at rho "

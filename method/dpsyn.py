@@ -33,6 +33,7 @@ import numpy as np
 from lib.consistency import common_total, make_consistent
 from lib.gum import gum
 from lib.marginals import count_marginal
+from lib.measurement import Target
 from lib.privacy.plan import Node
 from lib.privacy.private_table import PrivateTable
 from lib.privacy.queries import DependencyScores, Marginal
@@ -128,7 +129,7 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
 
     if base is None:
         with ctx.timed("consistency"):
-            consistent = make_consistent([(tuple(domain.names[j] for j in cols), values, sigma)
+            consistent = make_consistent([Target(tuple(domain.names[j] for j in cols), values, sigma)
                                           for cols, values, sigma in targets])
             by_cols = {cols: values for (cols, _, _), values in zip(targets, consistent)}
             total = consistent[0].sum()
@@ -154,7 +155,7 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
             rich = public_codes is not None and bool(group_idx) and plan.regime == TWO_WAY  # groups drawn by raking
             start = start_records(public_codes, other_idx, global_targets, base_size(total, rich=rich), sizes,
                                   ctx.rng)
-            base = gum(start, sizes, global_targets, ctx.rng, boxes=ctx.boxes)
+            base = gum(start, sizes, [Target(c, v) for c, v in global_targets], ctx.rng, boxes=ctx.boxes)
         own_only = plan.regime == ADAPTIVE or (options.planner == AUTO and bool(group_idx))
         fit = GUM_MOVES if not own_only else RAKE if public_codes is not None else REWRITE
         pieces = None

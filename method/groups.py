@@ -14,6 +14,7 @@ from lib.consistency import fit_to_margins
 from lib.constraints import NO_BOXES, Boxes
 from lib.gum import GumOptions, gum
 from lib.marginals import clip_and_normalise
+from lib.measurement import Target
 from lib.progress import progress
 from lib.raking import balanced_groups, rake, rake_groups, stratified_order, systematic_draw
 from lib.shrinkage import shrink_counts
@@ -158,7 +159,7 @@ def assigned_rows(base: np.ndarray, per_group: np.ndarray, per_group_1way: dict,
     draws broke more of the pairs the rewriting then has to mend: a test's X = Y share 0.972, balanced
     0.995).  A group keeps a random subset of its records, or repeats them where it needs more
     (``draw_rows``).  The ``pieces`` of an OWN_REWRITE ``synthesize_groups``.  Post-processing."""
-    shares = rake_groups(base, list(per_group_1way.items()), per_group, T.groups_assign_passes)
+    shares = rake_groups(base, [Target((j,), v) for j, v in per_group_1way.items()], per_group, T.groups_assign_passes)
     strata = base[:, list(per_group_1way)]
     cells = balanced_groups(shares, stratified_order(len(base), strata, rng))
     return [own[draw_rows(len(own), int(per_group[g]), rng)] for g, own in _members(cells, per_group)]
@@ -182,18 +183,19 @@ def _one_group(args) -> np.ndarray:
             pool = base
         else:
             pool = base[rng.choice(len(base), T.groups_rake_pool * rows, replace=False)]
-        weights = rake(pool, [(j, values[cell]) for j, values in targets.items()], T.groups_rake_passes)
+        weights = rake(pool, [Target((j,), values[cell]) for j, values in targets.items()], T.groups_rake_passes)
         records = pool[systematic_draw(weights, rows, rng, strata=pool[:, list(targets)])]
         if fit == OWN_RAKE:
-            records = gum(records, sizes, [((j,), values[cell]) for j, values in targets.items()], rng,
+            records = gum(records, sizes, [Target((j,), values[cell]) for j, values in targets.items()], rng,
                           GROUP_REWRITE, boxes)
     elif fit == OWN_REWRITE:
-        records = gum(base[rows], sizes, [((j,), values[cell]) for j, values in targets.items()], rng,
+        records = gum(base[rows], sizes, [Target((j,), values[cell]) for j, values in targets.items()], rng,
                       GROUP_REWRITE, boxes)
     else:
         if stacked:
             targets = [(cols, values[cell]) for cols, values in targets]
-        records = gum(base[rows], sizes, targets, rng, GROUP_REWRITE if fit == REWRITE else GROUP_GUM, boxes)
+        records = gum(base[rows], sizes, [Target(c, v) for c, v in targets], rng,
+                      GROUP_REWRITE if fit == REWRITE else GROUP_GUM, boxes)
     if group_idx:
         records[:, group_idx] = np.unravel_index(cell, group_shape)
     return records

@@ -76,6 +76,7 @@ from lib.constraints import NO_BOXES
 from lib.consistency import common_total
 from lib.domain import scale_to_unit
 from lib.exchange import exchange_unmeasured
+from lib.measurement import Target
 from lib.privacy.private_table import Measurement, PrivateTable
 from lib.privacy.queries import Intervals, Marginal
 from lib.progress import progress
@@ -296,7 +297,7 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
         fits = [_fit(layout, m, total, reference) for m in first]
         if fits:
             _project(table, fits, options, START_BETA)
-    record_fits: list[relaxed.Fit] = []  # fitted by the records alone: step 3b, and step 4's numeric pairs
+    record_fits: list[Target] = []  # fitted by the records alone: step 3b, and step 4's numeric pairs
     if mixed or by_group:
         projected = len(fits)
         with ctx.timed("measuring"):
@@ -328,7 +329,7 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
         return _records(layout, domain, table, members, sizes, ctx.rng, fits + record_fits, ctx.boxes)
 
 
-def _project(table: relaxed.RelaxedTable, fits: list[relaxed.Fit], options: RapOptions,
+def _project(table: relaxed.RelaxedTable, fits: list[Target], options: RapOptions,
              beta: float | None = None) -> dict:
     """relaxed.project from inverse temperature ``beta`` (default rap_restart_beta) to MAX_BETA, numeric values'
     steps as from START_BETA."""
@@ -393,11 +394,10 @@ def _strict(cuts: np.ndarray) -> tuple[float, ...]:
     return tuple(float(c) for c in cuts) if len(cuts) else (0.5,)
 
 
-def _fit(layout: _Layout, m: Measurement, total: float, reference_sigma: float) -> relaxed.Fit:
+def _fit(layout: _Layout, m: Measurement, total: float, reference_sigma: float) -> Target:
     """A measurement as a target of the projection: fractions of the noisy total, weighted by inverse variance."""
     q = layout.relaxed(m.query)
-    return relaxed.Fit(q, np.asarray(m.noisy, dtype=np.float64).reshape(-1, q.slots) / total,
-                       (reference_sigma / m.sigma) ** 2)
+    return Target(q, np.asarray(m.noisy, dtype=np.float64).reshape(-1, q.slots) / total, weight=(reference_sigma / m.sigma) ** 2)
 
 
 def _start(layout: _Layout, public: PublicData | None, sizes: np.ndarray, rows: int, rng: np.random.Generator,
@@ -560,7 +560,7 @@ def _kind(query) -> str:
 
 
 def _records(layout: _Layout, domain, table: relaxed.RelaxedTable, members: list[np.ndarray], sizes: np.ndarray,
-             rng: np.random.Generator, fits: list[relaxed.Fit], boxes=NO_BOXES) -> SynthesisResult:
+             rng: np.random.Generator, fits: list[Target], boxes=NO_BOXES) -> SynthesisResult:
     """Each group's rows of output drawn from its relaxed rows in turn (each draw afresh); codes for the
     categorical columns (0 for those the release sets later) and raw values for the numeric ones, both
     then moved toward the projection's ``fits`` (``_fit_records``), the codes then exchanged
@@ -579,7 +579,7 @@ def _records(layout: _Layout, domain, table: relaxed.RelaxedTable, members: list
     return SynthesisResult(codes, raw)
 
 
-def _exchange_unmeasured(layout: _Layout, cat_codes: list[np.ndarray], fits: list[relaxed.Fit],
+def _exchange_unmeasured(layout: _Layout, cat_codes: list[np.ndarray], fits: list[Target],
                          rng: np.random.Generator, boxes=NO_BOXES) -> list[np.ndarray]:
     """Each free categorical column that no interval query reads, exchanged among the records that agree on
     the group columns, every categorical column measured with it and every column an edit rule reads with
@@ -607,7 +607,7 @@ def _exchange_unmeasured(layout: _Layout, cat_codes: list[np.ndarray], fits: lis
     return list(codes.T)
 
 
-def _fit_records(layout: _Layout, cat_codes: list[np.ndarray], values: np.ndarray, fits: list[relaxed.Fit],
+def _fit_records(layout: _Layout, cat_codes: list[np.ndarray], values: np.ndarray, fits: list[Target],
                  rng: np.random.Generator) -> tuple[list[np.ndarray], np.ndarray]:
     """The records' categorical codes (group columns fixed) and numeric values (relaxed scale) moved toward
     ``fits`` (every measurement but the group counts, weighted as the projection weighs them, and those only

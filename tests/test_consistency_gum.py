@@ -9,6 +9,7 @@ import pytest
 from lib.consistency import _projection, make_consistent
 from lib.gum import GumOptions, gum
 from lib.marginals import count_marginal
+from lib.measurement import Target
 from tests.conftest import FIXTURES
 
 
@@ -24,16 +25,17 @@ def two_way(codes, sizes, cols):
 
 
 def mean_tvd(records, targets):
-    return np.mean([0.5 * np.abs(count_marginal(records[:, list(a)], t.shape) / len(records) - t / t.sum()).sum()
-                    for a, t in targets])
+    return np.mean([0.5 * np.abs(count_marginal(records[:, list(t.query)], t.noisy.shape) / len(records)
+                                 - t.noisy / t.noisy.sum()).sum() for t in targets])
 
 
 def test_consistency_makes_noisy_marginals_agree(adult):
     names, codes, sizes = adult
     rng = np.random.default_rng(0)
     cols = list(itertools.combinations(range(8), 2))
-    noisy = [((names[a], names[b]), m + rng.normal(0, 30, m.shape), 30.0) for (a, b), m in two_way(codes, sizes, cols)]
-    noisy.append(((names[0],), count_marginal(codes[:, [0]], (sizes[0],)) + rng.normal(0, 5, sizes[0]), 5.0))
+    noisy = [Target((names[a], names[b]), m + rng.normal(0, 30, m.shape), 30.0)
+             for (a, b), m in two_way(codes, sizes, cols)]
+    noisy.append(Target((names[0],), count_marginal(codes[:, [0]], (sizes[0],)) + rng.normal(0, 5, sizes[0]), 5.0))
     out = make_consistent(noisy)
     totals = [v.sum() for v in out]
     assert max(totals) - min(totals) < 1e-6
@@ -45,14 +47,15 @@ def test_consistency_makes_noisy_marginals_agree(adult):
 
 def test_consistency_leaves_noise_free_marginals_unchanged(adult):
     names, codes, sizes = adult
-    exact = [((names[a], names[b]), m, 1.0) for (a, b), m in two_way(codes, sizes, itertools.combinations(range(6), 2))]
-    for (attrs, m, _), v in zip(exact, make_consistent(exact)):
-        assert np.abs(v - m).max() < 1e-6, attrs
+    exact = [Target((names[a], names[b]), m, 1.0)
+             for (a, b), m in two_way(codes, sizes, itertools.combinations(range(6), 2))]
+    for t, v in zip(exact, make_consistent(exact)):
+        assert np.abs(v - t.noisy).max() < 1e-6, t.query
 
 
 def test_gum_reaches_exact_two_way_marginals_from_random_start(adult):
     _, codes, sizes = adult
-    targets = two_way(codes, sizes, itertools.combinations(range(len(sizes)), 2))
+    targets = [Target(*t) for t in two_way(codes, sizes, itertools.combinations(range(len(sizes)), 2))]
     rng = np.random.default_rng(0)
     start = np.column_stack([rng.integers(0, s, len(codes)) for s in sizes]).astype(np.int32)
     assert mean_tvd(start, targets) > 0.5
@@ -63,7 +66,7 @@ def test_gum_reaches_exact_two_way_marginals_from_random_start(adult):
 
 def test_gum_is_deterministic_under_a_seed(adult):
     _, codes, sizes = adult
-    targets = two_way(codes[:2000], sizes, [(0, 1), (1, 2)])
+    targets = [Target(*t) for t in two_way(codes[:2000], sizes, [(0, 1), (1, 2)])]
     start = codes[2000:4000].copy()
     opts = GumOptions(iterations=3)
     a = gum(start, sizes, targets, np.random.default_rng(5), opts)
@@ -77,7 +80,7 @@ def test_gum_moves_records_only_out_of_over_full_cells():
     rng = np.random.default_rng(3)
     start = np.column_stack([rng.integers(0, 4, 1000), rng.integers(0, 3, 1000)]).astype(np.int32)
     target = np.array([400.0, 300.0, 200.0, 100.0])
-    out = gum(start, (4, 3), [((0,), target)], np.random.default_rng(4),
+    out = gum(start, (4, 3), [Target((0,), target)], np.random.default_rng(4),
               GumOptions(iterations=1, alpha=1.0, duplicate_share=0.5))
     counts = np.bincount(start[:, 0], minlength=4)
     for c in np.flatnonzero(counts <= target):

@@ -2,6 +2,7 @@
 import numpy as np
 
 from lib.maxent import calibrate, draw, fit, junction_tree
+from lib.measurement import Target
 
 SIZES = (3, 4, 2, 5, 3, 2)
 SETS = [(0, 1), (1, 2), (2, 3), (0, 3), (3, 4), (4, 5), (1, 5)]  # two cycles: the graph needs fill-in
@@ -42,10 +43,10 @@ def test_calibration_gives_the_marginals_of_the_product_of_potentials():
 def test_the_fit_meets_marginals_that_some_distribution_has():
     rng = np.random.default_rng(2)
     truth = rng.dirichlet(np.full(int(np.prod(SIZES)), 0.5)).reshape(SIZES)
-    targets = [(s, 1000 * _marginal(truth, s), 1.0) for s in SETS]
+    targets = [Target(s, 1000 * _marginal(truth, s)) for s in SETS]
     tree = junction_tree(SETS, range(len(SIZES)), SIZES)
     beliefs, _ = fit(tree, targets, iterations=3000, tolerance=1e-12)
-    for cols, table, _ in targets:
+    for cols, table, *_ in targets:
         host = tree.host(cols)
         got = _marginal(beliefs[host], [tree.cliques[host].index(c) for c in cols])
         assert 0.5 * np.abs(got - table / 1000).sum() < 2e-3
@@ -55,7 +56,7 @@ def test_with_one_way_targets_alone_the_fit_is_their_product():
     rng = np.random.default_rng(3)
     ones = [rng.dirichlet(np.ones(s)) for s in SIZES[:3]]
     tree = junction_tree([(0, 1, 2)], range(3), SIZES[:3])  # one clique over all three columns
-    beliefs, settled = fit(tree, [((j,), p, 1.0) for j, p in enumerate(ones)], tolerance=1e-12)
+    beliefs, settled = fit(tree, [Target((j,), p) for j, p in enumerate(ones)], tolerance=1e-12)
     product = ones[0][:, None, None] * ones[1][None, :, None] * ones[2][None, None, :]
     assert settled
     np.testing.assert_allclose(beliefs[0], product, atol=1e-6)
@@ -64,14 +65,14 @@ def test_with_one_way_targets_alone_the_fit_is_their_product():
 def test_a_target_over_columns_out_of_order_is_read_in_its_own_order():
     table = np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])  # column 1 (2 codes) by column 0 (3 codes)
     tree = junction_tree([(1, 0)], (0, 1), (3, 2))
-    beliefs, _ = fit(tree, [((1, 0), table, 1.0)], iterations=3000, tolerance=1e-14)
+    beliefs, _ = fit(tree, [Target((1, 0), table)], iterations=3000, tolerance=1e-14)
     np.testing.assert_allclose(beliefs[0], table.T / table.sum(), atol=1e-6)
 
 
 def test_the_draw_meets_the_root_clique_to_a_record_a_cell_and_keeps_given_columns():
     rng = np.random.default_rng(5)
     truth = rng.dirichlet(np.ones(int(np.prod(SIZES)))).reshape(SIZES)
-    targets = [(s, _marginal(truth, s), 1.0) for s in SETS]
+    targets = [Target(s, _marginal(truth, s)) for s in SETS]
     tree = junction_tree(SETS, range(len(SIZES)), SIZES)
     beliefs, _ = fit(tree, targets)
     n = 5000
@@ -81,7 +82,7 @@ def test_the_draw_meets_the_root_clique_to_a_record_a_cell_and_keeps_given_colum
     np.add.at(counts, tuple(records[:, c] for c in root), 1)
     assert np.all(np.abs(counts - n * beliefs[tree.order[0]]) < 1)
     assert np.all(records[:, -1] == 0)  # a column outside the tree stays 0
-    for cols, table, _ in targets:  # every measured pair within sampling error of its target
+    for cols, table, *_ in targets:  # every measured pair within sampling error of its target
         got = np.zeros(table.shape)
         np.add.at(got, tuple(records[:, c] for c in cols), 1)
         assert 0.5 * np.abs(got / n - table).sum() < 0.03

@@ -2,6 +2,7 @@
 import numpy as np
 import pytest
 
+from lib.measurement import Target
 from lib.raking import balanced_groups, rake, rake_groups, stratified_order, systematic_draw
 
 
@@ -10,10 +11,10 @@ def test_raking_reaches_reachable_margins_and_keeps_the_records_association():
     a = rng.integers(0, 3, 5000)
     b = (a + (rng.random(5000) < 0.2)) % 3  # b follows a in 80% of records
     records = np.column_stack([a, b]).astype(np.int32)
-    targets = [(0, np.array([10.0, 30, 60])), (1, np.array([50.0, 25, 25]))]
+    targets = [Target((0,), np.array([10.0, 30, 60])), Target((1,), np.array([50.0, 25, 25]))]
     weights = rake(records, targets, passes=50)
     assert weights.sum() == pytest.approx(1.0)
-    for j, target in targets:
+    for (j,), target, *_ in targets:
         assert np.bincount(records[:, j], weights, minlength=3) == pytest.approx(target / target.sum(), abs=1e-6)
     agree = weights[a == b].sum()
     assert agree > 0.5  # the association stays (independent draws at these margins would agree 28% of the time)
@@ -21,9 +22,9 @@ def test_raking_reaches_reachable_margins_and_keeps_the_records_association():
 
 def test_raking_leaves_out_a_value_no_record_holds():
     records = np.array([[0], [0], [1], [1]], dtype=np.int32)
-    weights = rake(records, [(0, np.array([1.0, 1.0, 2.0]))], passes=3)
+    weights = rake(records, [Target((0,), np.array([1.0, 1.0, 2.0]))], passes=3)
     assert weights.tolist() == pytest.approx([0.25] * 4)
-    assert rake(records, [(0, np.zeros(3))], passes=3).tolist() == pytest.approx([0.25] * 4)
+    assert rake(records, [Target((0,), np.zeros(3))], passes=3).tolist() == pytest.approx([0.25] * 4)
 
 
 @pytest.mark.parametrize("n", [1, 7, 100, 1000])
@@ -57,15 +58,15 @@ def test_group_shares_split_the_records_as_the_groups_marginals_say():
     for j in range(2):
         target = np.zeros((3, records[:, j].max() + 1))
         np.add.at(target, (group, records[:, j]), 1)
-        margins.append((j, target))
+        margins.append(Target((j,), target))
     counts = np.bincount(group).astype(float)
     shares = rake_groups(records, margins, counts, 30)
     assert shares.sum(axis=1) == pytest.approx(1.0)
     assert shares.sum(axis=0) == pytest.approx(counts, rel=1e-3)
-    for j, target in margins:
+    for (j,), target, *_ in margins:
         expected = np.stack([np.bincount(records[:, j], shares[:, g], minlength=target.shape[1]) for g in range(3)])
         assert expected == pytest.approx(target, abs=1.0)
-    only = [(0, np.array([[1.0, 0.0], [1.0, 5.0]])), (1, np.array([[1.0, 5.0], [1.0, 0.0]]))]
+    only = [Target((0,), np.array([[1.0, 0.0], [1.0, 5.0]])), Target((1,), np.array([[1.0, 5.0], [1.0, 0.0]]))]
     none = rake_groups(np.array([[0, 0], [1, 1]]), only, np.array([1.0, 3.0]), 5)  # (1, 1): group 1, then group 0
     assert none[1].sum() == pytest.approx(1.0) and (none[1] > 0).all()  # started over, not stuck at zero
 

@@ -10,6 +10,7 @@ from api import release
 from lib import relaxed
 from lib.constraints import Box, Boxes
 from lib.domain import Domain
+from lib.measurement import Target
 from lib.privacy.accounting import Ledger
 from lib.privacy.private_table import PrivateTable
 from lib.privacy.queries import Intervals
@@ -34,7 +35,7 @@ QUERIES = [relaxed.RelaxedQuery((0,)), relaxed.RelaxedQuery((0, 2)), relaxed.Rel
 def test_gradients_match_finite_differences():
     table = tiny_table()
     rng = np.random.default_rng(1)
-    fits = [relaxed.Fit(q, rng.random(a.shape) * 0.3, rng.random() + 0.5)
+    fits = [Target(q, rng.random(a.shape) * 0.3, weight=rng.random() + 0.5)
             for q, a in zip(QUERIES, relaxed.answers(table, QUERIES, 5.0))]
     _, grads = relaxed.loss_and_grads(table, fits, 5.0)
     params = {"cat0": table.logits[0], "cat2": table.logits[2], "values": table.values, "nulls": table.null_logits}
@@ -58,7 +59,7 @@ def test_queries_sharing_cuts_answer_and_differentiate_as_if_alone():
     cuts = (0.2, 0.5, 0.7)
     queries = [relaxed.RelaxedQuery(by, (0, 1), (0.6, -0.8), cuts) for by in [(), (0,), (2,), (0,), (1, 2)]]
     rng = np.random.default_rng(5)
-    fits = [relaxed.Fit(q, rng.random(a.shape) * 0.3, rng.random() + 0.5)
+    fits = [Target(q, rng.random(a.shape) * 0.3, weight=rng.random() + 0.5)
             for q, a in zip(queries, relaxed.answers(table, queries, 5.0))]
     together = relaxed.answers(table, queries, 5.0)
     loss, grads = relaxed.loss_and_grads(table, fits, 5.0)
@@ -153,14 +154,14 @@ def test_numeric_bins_as_the_record_fit_reads_them_are_the_private_codes_of_writ
     np.testing.assert_array_equal(counts, private._answer(query))
     with pytest.raises(ValueError, match="record_fit"):
         relaxed.project(relaxed.new_table(np, [], x, np.zeros((n, 2)), (False, False), np.float64),
-                        [relaxed.Fit(q, counts / n, 1.0)])
+                        [Target(q, counts / n, weight=1.0)])
 
 
 def test_projection_fits_noise_free_answers():
     table = tiny_table(60, seed=3)
     goal = tiny_table(60, seed=4)
     goal.frozen = table.frozen  # the group column is fixed: the same in both
-    fits = [relaxed.Fit(q, a, 1.0) for q, a in zip(QUERIES, relaxed.answers(goal, QUERIES, 64.0))]
+    fits = [Target(q, a, weight=1.0) for q, a in zip(QUERIES, relaxed.answers(goal, QUERIES, 64.0))]
     before, _ = relaxed.loss_and_grads(table, fits, 64.0)
     stats = relaxed.project(table, fits, 8.0, 64.0, steps=150, lr=0.05)
     assert stats["loss"] < 0.05 * before
@@ -173,7 +174,7 @@ def test_single_and_double_precision_projections_agree():
     for dtype in (np.float32, np.float64):
         table, goal = tiny_table(60, seed=3, dtype=dtype), tiny_table(60, seed=4)
         goal.frozen = {i: p.astype(dtype) for i, p in table.frozen.items()}
-        fits = [relaxed.Fit(q, a, 1.0) for q, a in zip(QUERIES, relaxed.answers(goal, QUERIES, 64.0))]
+        fits = [Target(q, a, weight=1.0) for q, a in zip(QUERIES, relaxed.answers(goal, QUERIES, 64.0))]
         relaxed.project(table, fits, 8.0, 64.0, steps=50)
         out.append(np.concatenate([a.ravel() for a in relaxed.answers(table, QUERIES, 64.0)]))
     assert np.abs(out[0] - out[1]).max() < 1e-3
@@ -280,7 +281,7 @@ def test_the_exchange_keeps_measured_marginals_and_drops_unmeasured_associations
     rng = np.random.default_rng(0)
     g, a = rng.integers(0, 2, 4000), rng.integers(0, 3, 4000)
     codes = [g, a, (a + (rng.random(4000) < 0.1)) % 3, a.copy()]  # B and C copy A; only A × B is measured
-    fits = [relaxed.Fit(relaxed.RelaxedQuery(by), np.zeros(1), 1.0) for by in [(1, 2), (3,), (0, 3)]]
+    fits = [Target(relaxed.RelaxedQuery(by), np.zeros(1), weight=1.0) for by in [(1, 2), (3,), (0, 3)]]
     out = rap._exchange_unmeasured(layout, [c.copy() for c in codes], fits, np.random.default_rng(1))
     counts = lambda cs, cols: np.unique(np.column_stack([cs[j] for j in cols]), axis=0, return_counts=True)[1]
     for cols in [(1, 2), (0, 3), (0,)]:
@@ -296,7 +297,7 @@ def test_the_exchange_moves_no_record_into_an_edit_rule_box():
     codes = [g, a, rng.integers(0, 3, 4000), a.copy()]
     box = Box((1, 3), (np.array([True, False, False]), np.array([False, True, True])), 3, "A = 0 => C = 0")
     assert not box.contains(np.column_stack(codes)).any()
-    fits = [relaxed.Fit(relaxed.RelaxedQuery(by), np.zeros(1), 1.0) for by in [(1, 2), (3,)]]
+    fits = [Target(relaxed.RelaxedQuery(by), np.zeros(1), weight=1.0) for by in [(1, 2), (3,)]]
     out = rap._exchange_unmeasured(layout, [c.copy() for c in codes], fits, np.random.default_rng(1), Boxes((box,)))
     assert not box.contains(np.column_stack(out)).any()
 

@@ -15,6 +15,7 @@ from dataloader.schema import SchemaError, parse_schema
 from dataloader.structure import detect, rule_boxes
 from lib.constraints import repair
 from lib.gum import gum
+from lib.measurement import Target
 from lib.privacy.accounting import Ledger
 from lib.privacy.private_table import PrivateTable
 from stages.group_values import measure_group_values
@@ -69,7 +70,7 @@ def test_a_forbidden_record_never_appears_in_gum_output():
     rng = np.random.default_rng(3)
     records = np.column_stack([rng.integers(0, s, 100_000) for s in enc.sizes]).astype(np.int32)
     targets = [((0, 1), rng.random((enc.sizes[0], enc.sizes[1]))), ((0, 2), rng.random((enc.sizes[0], enc.sizes[2])))]
-    out = gum(records, enc.sizes, targets, np.random.default_rng(4), boxes=boxes)
+    out = gum(records, enc.sizes, [Target(*t) for t in targets], np.random.default_rng(4), boxes=boxes)
     assert not boxes.forbidden(out).any()
     typed = enc.decode(out, np.random.default_rng(5))
     assert violations(typed, schema.rules, {c.name: c for c in schema.columns}) == {r: 0 for r in RULES}

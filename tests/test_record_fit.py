@@ -2,13 +2,14 @@
 from its relaxed table."""
 import numpy as np
 
+from lib.measurement import Target
 from lib.record_fit import fit_records
-from lib.relaxed import Fit, RelaxedQuery
+from lib.relaxed import RelaxedQuery
 
 SIZES = (2, 3)
 
 
-def counts(codes: np.ndarray, values: np.ndarray, fit: Fit) -> np.ndarray:
+def counts(codes: np.ndarray, values: np.ndarray, fit: Target) -> np.ndarray:
     """The records' counts (shares) for one fit's query, as lib/privacy/queries.Intervals and Marginal count."""
     target = fit.query
     cells = np.ravel_multi_index([codes[:, c] for c in target.by], [SIZES[c] for c in target.by]) \
@@ -18,7 +19,7 @@ def counts(codes: np.ndarray, values: np.ndarray, fit: Fit) -> np.ndarray:
         x = values[:, list(target.columns)]
         slot = np.searchsorted(np.asarray(target.cuts), np.nan_to_num(x) @ np.asarray(target.direction), side="left")
         slot[np.isnan(x).any(axis=1)] = len(target.cuts) + 1
-    out = np.zeros((fit.target.shape[0], target.slots))
+    out = np.zeros((fit.noisy.shape[0], target.slots))
     np.add.at(out, (cells, slot), 1.0 / len(codes))
     return out
 
@@ -36,14 +37,14 @@ def case(n: int = 2000, seed: int = 0):
     cuts = (0.25, 0.5, 0.75)
     by_code = np.zeros((2, 5))
     by_code[0, :2] = by_code[1, 2:4] = 0.25
-    single = Fit(RelaxedQuery((0,), (0,), (1.0,), cuts), by_code, 1.0)
+    single = Target(RelaxedQuery((0,), (0,), (1.0,), cuts), by_code, weight=1.0)
     null_share = np.isnan(values[:, 1]).mean()
     total = np.zeros((1, 5))
     total[0, 1], total[0, 4] = 1 - null_share, null_share  # x0 + x1 in (0.85, 1.15]: one slot of cuts at its ends
-    pair = Fit(RelaxedQuery((), (0, 1), (2 ** -0.5, 2 ** -0.5), (0.85 * 2 ** -0.5, 1.15 * 2 ** -0.5, 2.0)), total, 0.5)
+    pair = Target(RelaxedQuery((), (0, 1), (2 ** -0.5, 2 ** -0.5), (0.85 * 2 ** -0.5, 1.15 * 2 ** -0.5, 2.0)), total, weight=0.5)
     copy = np.zeros((6, 1))
     copy[0, 0] = copy[5, 0] = 0.5  # (0, 0) and (1, 2)
-    return codes, values, [single, pair, Fit(RelaxedQuery((0, 1)), copy, 2.0)]
+    return codes, values, [single, pair, Target(RelaxedQuery((0, 1)), copy, weight=2.0)]
 
 
 def fit(codes, values, targets, seed=1):
@@ -51,7 +52,7 @@ def fit(codes, values, targets, seed=1):
 
 
 def loss(codes, values, targets) -> float:
-    return sum(t.weight * float(((counts(codes, values, t) - t.target) ** 2).sum()) for t in targets)
+    return sum(t.weight * float(((counts(codes, values, t) - t.noisy) ** 2).sum()) for t in targets)
 
 
 def test_records_move_toward_the_targets_and_the_loss_never_rises():
@@ -60,7 +61,7 @@ def test_records_move_toward_the_targets_and_the_loss_never_rises():
     assert np.isclose(before, loss(codes, values, targets)) and np.isclose(after, loss(new_codes, fitted, targets))
     assert after < 0.05 * before
     for t, most in zip(targets, (0.05, 0.1, 0.05)):  # column 0 follows the code, column 1 its complement
-        assert np.abs(counts(new_codes, fitted, t) - t.target).sum() < most
+        assert np.abs(counts(new_codes, fitted, t) - t.noisy).sum() < most
 
 
 def test_fixed_columns_and_nulls_stay_and_values_stay_in_range_by_default():
@@ -88,7 +89,7 @@ def test_what_no_target_reads_is_left_alone():
     assert not np.array_equal(fitted[:, 0], values[:, 0])
 
 
-def binned_counts(values: np.ndarray, fit: Fit) -> np.ndarray:
+def binned_counts(values: np.ndarray, fit: Target) -> np.ndarray:
     """Counts (shares) of a query of numeric column a's intervals by column b's bins (no categorical by)."""
     (b, edges, size), = fit.query.bins
     (a,) = fit.query.columns
@@ -96,7 +97,7 @@ def binned_counts(values: np.ndarray, fit: Fit) -> np.ndarray:
     cell = np.where(np.isnan(y), size - 1, np.searchsorted(np.asarray(edges), np.nan_to_num(y), side="left"))
     slot = np.where(np.isnan(x), len(fit.query.cuts) + 1,
                     np.searchsorted(np.asarray(fit.query.cuts), np.nan_to_num(x), side="left"))
-    out = np.zeros(fit.target.shape)
+    out = np.zeros(fit.noisy.shape)
     np.add.at(out, (cell, slot), 1.0 / len(values))
     return out
 
@@ -109,7 +110,7 @@ def test_queries_by_numeric_bins_are_fitted_and_counted_as_the_private_table_cou
     target = np.zeros((3, 3))  # bins × (2 intervals + null)
     target[0, 0] = target[1, 1] = (1 - null_share) / 2  # (x1 <= 0.5, x0 <= 0.5) and (x1 > 0.5, x0 > 0.5)
     target[2, :2] = null_share / 2
-    joint = Fit(RelaxedQuery((), (0,), (1.0,), (0.5,), bins=((1, (0.5,), 3),)), target, 1.0)
+    joint = Target(RelaxedQuery((), (0,), (1.0,), (0.5,), bins=((1, (0.5,), 3),)), target, weight=1.0)
     new_codes, fitted, before, after = fit(codes, values, [joint])
     assert np.isclose(before, float(((binned_counts(values, joint) - target) ** 2).sum()))
     assert np.isclose(after, float(((binned_counts(fitted, joint) - target) ** 2).sum()))
@@ -123,7 +124,7 @@ def test_nullable_values_move_to_and_from_null_toward_a_null_share():
     codes, values, _ = case()
     cuts = (0.5,)
     target = np.array([[0.35, 0.35, 0.3]])
-    one_way = Fit(RelaxedQuery((), (1,), (1.0,), cuts), target, 1.0)
+    one_way = Target(RelaxedQuery((), (1,), (1.0,), cuts), target, weight=1.0)
     new_codes, fitted, before, after = fit_records(codes, SIZES, values, [one_way], 0.0, 1.0,
                                                    np.random.default_rng(2), fixed=(0,), nullable=(False, True))
     assert np.isclose(after, float(((counts(new_codes, fitted, one_way) - target) ** 2).sum()))
@@ -138,9 +139,9 @@ def test_a_pair_of_columns_with_a_null_moves_as_the_null_slot_says():
     1 nullable, the fit reaches a target that asks for fewer nulls there, and counts as it goes."""
     codes, values, targets = case()
     pair = targets[1]
-    target = pair.target.copy()
+    target = pair.noisy.copy()
     target[0, 1], target[0, 4] = 0.99, 0.01
-    fitted_pair = Fit(pair.query, target, 1.0)
+    fitted_pair = Target(pair.query, target, weight=1.0)
     new_codes, fitted, _, after = fit_records(codes, SIZES, values, [fitted_pair], 0.0, 1.0,
                                               np.random.default_rng(3), nullable=(True, True))
     assert np.isclose(after, float(((counts(new_codes, fitted, fitted_pair) - target) ** 2).sum()))
