@@ -31,7 +31,7 @@ post-processes the records (step 4):
 4. without public records, each column's values are exchanged among the records that agree on
    every column measured with it (``Model.exchange_unmeasured``): the measured marginals keep
    their counts, and the association with unmeasured columns that GUM's duplicates copied in
-   goes (adult at eps 1, 2-way TVD 0.0400 -> 0.0371).  Or, when asked (``max_entropy``: the planner's
+   goes.  Or, when asked (``max_entropy``: the planner's
    choice, method/dpsyn.py), the final records are drawn instead from private-pgm's estimate: the
    distribution nearest the consistent marginals, from the uniform, found by mirror descent on a junction
    tree (``Model.max_entropy``, lib/maxent.py), with the group columns among its columns where there are
@@ -84,13 +84,11 @@ NOISE_L1 = math.sqrt(2 / math.pi)  # E|N(0, σ²)| / σ
 # measurement covers.  From independent draws there is no such structure to keep, and duplicates collapse
 # the records onto fewer distinct rows, which every unmeasured marginal pays for: there GUM first moves
 # records only by rewriting the measured columns, then polishes briefly with duplicates for what rewriting
-# alone does not fit (bench/RESULTS.md, issue 11: adult at eps 1, 2-way TVD 0.052 -> 0.042; the demo, from
-# public records, loses with the rewriting passes: score 831 -> 827, 2-way TVD 0.052 -> 0.061).
+# alone does not fit.
 # Each is (a round's passes, the final fit's passes).
 FROM_PUBLIC = ((GumOptions(iterations=5, alpha=0.5, decay=0.85),), (GumOptions(),))
 # The final polish is the write-up's full GUM: the exchange after it (``Model.exchange_unmeasured``) takes away
-# what its duplicates copy into unmeasured columns (bench/RESULTS.md, issue 11: adult at eps 1 / 10, 2-way TVD
-# 0.0370 / 0.0220 after 5 passes of alpha 0.3, 0.0363 / 0.0205 so).
+# what its duplicates copy into unmeasured columns.
 REWRITE = ((GumOptions(iterations=5, alpha=0.5, decay=0.85, duplicate_share=0.0),
             GumOptions(iterations=2, alpha=0.3, decay=0.85)),
            (GumOptions(duplicate_share=0.0), GumOptions()))
@@ -151,9 +149,8 @@ class Model:
     def smoothed(self, key: tuple[int, ...]) -> tuple[np.ndarray, float]:
         """The noisy marginal of model key ``key`` and its noise sd, an exact 1-way marginal of an ordered
         column smoothed along its ordered codes (lib/smoothing.py) when the records started from independent
-        draws.  From public records it loses (bench/RESULTS.md, issue 11: the demo at eps 0.1, 16 seeds, 2-way
-        TVD 0.1113 -> 0.1158), though the risk estimate is unbiased: the public records' 1-way shapes already
-        carry what smoothing would add, and its bias remains.  Post-processing."""
+        draws.  From public records it is not used, though the risk estimate is unbiased: the public records'
+        1-way shapes already carry what smoothing would add, and its bias remains.  Post-processing."""
         values, sigma = self.noisy[key]
         cols = self.layout.columns(key)
         if self.from_public or len(cols) != 1 or self.layout.coarse(key) or not self.ordered.get(cols[0]):
@@ -235,8 +232,7 @@ class Model:
         """Whether the model answers model key ``cols`` by its consistent estimate rather than its records.
         From independent draws, a measured marginal that the records fit poorly is otherwise chosen again
         and again for a misfit that a new measurement does not mend (adult at eps 10: marital-status ×
-        relationship × sex in 50 of 99 rounds); from public records, answering by the records does better
-        (bench/RESULTS.md, issue 11: the demo at eps 1, Sprint-2 score 850.0 against 846.4)."""
+        relationship × sex in 50 of 99 rounds); from public records, answering by the records does better."""
         return cols in self.consistent and not self.from_public
 
     def answers(self, candidates: list[tuple[int, ...]]) -> list[np.ndarray]:
@@ -343,23 +339,16 @@ def measure_adaptively(private: PrivateTable, public_codes: np.ndarray | None, c
     names, sizes = ctx.domain.names, ctx.domain.sizes
     # Columns of many codes are split (method/split_columns.py) only when the records start from independent
     # draws.  Public records already carry each column's detail and its relation to the others, and there coarse
-    # readings crowd out the exact ones (bench/RESULTS.md, issue 11: the demo at eps 0.1, 2-way TVD 0.0999 ->
-    # 0.1098 with INDP split; adult at eps 1, 0.0422 -> 0.0399).  A column an edit rule reads is split too, the
-    # rules' boxes carried into the split layout (``SplitColumns.boxes``), except where the pairs are noisy: the
-    # demo without its public file, INDP (266 codes, null under 16 by a rule), at eps 1 2-way TVD 0.0593 ->
-    # 0.0556 split (16 seeds, every one better), at eps 0.1 0.1313 -> 0.1302 but accuracy 0.733 -> 0.727 and
-    # macro F1 0.782 -> 0.767 (32 seeds): there its coarse readings take rounds from the pairs a classifier
-    # reads (bench/RESULTS.md, issue 11, "The demo's declared edit rules in the bench").
+    # readings crowd out the exact ones.  A column an edit rule reads is split too, the rules' boxes carried into
+    # the split layout (``SplitColumns.boxes``), except where the pairs are noisy: there its coarse readings take
+    # rounds from the pairs a classifier reads.
     kept_whole = {c for box in ctx.boxes.boxes for c in box.columns} if many_rounds else set()
     measured = {j for cols, _, _ in earlier for j in cols}  # keyed by the domain's codes
     # Where the pairs are noisy (``many_rounds``), a numeric column with a null token is also split at that
     # token, so that a round may read it as null or not: that is often what it shares most with other columns
     # (income, null under 15, against age or marital status; number of children, null outside households,
-    # against housing type), and there the exact pair is mostly noise (bench/RESULTS.md, issue 11, "Numeric
-    # columns read as null or not": the demo without its public file at eps 0.1, seeds 300-331, 2-way / 3-way
-    # TVD 0.1373 / 0.2361 -> 0.1298 / 0.2159, better in every seed, accuracy even, macro F1 0.782 -> 0.769).
-    # Where pairs are affordable the coarse readings crowd out exact ones (the same at eps 1, seeds 100-107,
-    # Sprint-2 score 846.0 -> 840.6, 2-way TVD 0.0563 -> 0.0571).
+    # against housing type), and there the exact pair is mostly noise.  Where pairs are affordable the coarse
+    # readings crowd out exact ones.
     candidates = [j for j in other_idx if j not in kept_whole | measured] if public_codes is None else []
     layout = SplitColumns.choose(sizes, candidates, at_null=[j for j in candidates if names[j] in ctx.domain.nullable]
                                  if many_rounds else ())
@@ -380,8 +369,7 @@ def measure_adaptively(private: PrivateTable, public_codes: np.ndarray | None, c
     per_column = T.adaptive_few_rounds_per_column if few_rounds else T.adaptive_many_rounds_per_column if many_rounds else T.adaptive_rounds_per_column
     rho_round = private.remaining / (rounds * picks if rounds else per_column * max(len(other_idx), 1))  # a pick's
     # where columns are split, rounds mostly read them coarsely, so their exact 1-way marginals are measured
-    # about once: the 1-way budget goes by cells^(2/3) (bench/RESULTS.md, issue 11: adult at eps 0.1, 2-way
-    # TVD 0.1140 with an even split, 0.1031 so)
+    # about once: the 1-way budget goes by cells^(2/3), the split that minimises their summed expected noise
     one_way = one_way_rounds * (1 - T.adaptive_select_share) * rho_round * len(other_idx)
     rhos = allocate([(j,) for j in other_idx], sizes, one_way) if layout.split else \
         [one_way / len(other_idx)] * len(other_idx)

@@ -14,7 +14,7 @@ built by GUM (initialised from public records when given), then per-group record
 from the base and GUM-updated toward the same targets (method/groups.py).  Under the
 ``auto`` planner a group is fitted only to targets of its own (group × column
 marginals): refitting a group of a few dozen rows to the global targets the base already
-follows distorts it (on the Sprint-2 shape, 2-way TVD 0.107 against 0.027 at ε = 0.1).  There,
+follows distorts it (the base's pairs break).  There,
 from public records, a group's rows are whole base records drawn with weights raked to its
 own marginals (no GUM moves, which make records the base never held); from independent draws,
 GUM rewrites only the columns of the group's targets.  In the two-way regime without public
@@ -160,8 +160,7 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
         fit = GUM_MOVES if not own_only else RAKE if public_codes is not None else REWRITE
         pieces = None
         # each group rewrites the base records assigned to it; not in the public regime, whose few noisy per-group
-        # columns then tie the group to the other columns wrongly (ct_drug_deaths at eps 0.1, seeds 0-7: accuracy
-        # 0.690 -> 0.646)
+        # columns then tie the group to the other columns wrongly
         if (fit == REWRITE and plan.regime != PUBLIC and per_group_1way
                 and len(base) * len(per_group) <= T.groups_assign_cells):
             log.info("dpsyn: each base record is assigned to one group as the groups' 1-way marginals say, and "
@@ -176,14 +175,8 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
 def _max_entropy(plan, public_codes, group_idx) -> bool:
     """Whether the adaptive regime draws its final records from the maximum-entropy estimate (method/adaptive.py
     step 4) rather than GUM's: without public records, where the planner finds the pairs noisy and there are no
-    groups, or where there are groups and it does not.  Paired over the same seeds (bench/RESULTS.md, issue 11):
-    adult at eps 0.1, 16 seeds, 2-way / 3-way TVD 0.0914 / 0.1631 -> 0.0899 / 0.1618 (better in 16 / 15
-    seeds), macro F1 0.736 -> 0.740; raw Adult at eps 0.1: even (accuracy 0.811 -> 0.813); ct_drug_deaths at
-    eps 1, 32 seeds, Sprint-2 score 932.7 -> 933.8, 2-way / 3-way TVD 0.0199 / 0.0357 -> 0.0194 / 0.0344
-    (better in 26 / 30).  It loses where pairs are noisy and there are groups (the demo without its public
-    file at eps 0.1, 8 seeds: Sprint-2 score 748.9 -> 748.1, worse in every seed), and at eps 1 without
-    groups (adult, 2-way TVD 0.0353 -> 0.0370; raw Adult 0.0352 -> 0.0360); from public records, GUM's
-    moves keep the public records' structure."""
+    groups, or where there are groups and it does not (elsewhere it measured worse: docs/tuning.md); from
+    public records, GUM's moves keep the public records' structure."""
     if public_codes is not None:
         return False
     return not group_idx if plan.many_rounds else bool(group_idx)
@@ -211,7 +204,7 @@ def _targets(private: PrivateTable, public_codes, ctx: RunContext, options: Dpsy
     to (group columns × column) marginals, so that groups can differ from each other (all
     of it when there is no pair of other columns to measure), each with rho ∝ its cells^(2/3),
     the split that minimises their summed expected L1 noise (method/selection.py ``allocate``;
-    the pairs keep an even split, see bench/RESULTS.md).  Where the plan has a group-column share
+    the pairs keep an even split).  Where the plan has a group-column share
     (public regime, groups, no public file), the columns that differ most between groups are then
     measured per group (method/group_columns.py), and where it has a pair share, the pairs of columns that
     depart most from independence (method/dependent_pairs.py).  Public marginals are scaled

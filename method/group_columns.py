@@ -2,10 +2,8 @@
 
 In the write-up's public regime without a public file (a small budget, with groups) only group
 counts and 1-way marginals are measured, so every group gets every column's overall distribution.
-Yet a column's shares per group are what a per-group score reads most: on ct_drug_deaths (groups:
-year) records with every column independent within a year but each year's own 1-way marginals
-score 986, with the overall 1-way marginals 816, and a handful of columns (injury state and county,
-any opioid, fentanyl) carry most of the difference.  So, under the ``auto`` planner, part of the
+Yet a column's shares per group are what a per-group score reads most, and a handful of columns
+carry most of the difference between groups.  So, under the ``auto`` planner, part of the
 group counts' budget (method/planner.py ``GROUP_COLUMN_SHARE``; only where the counts stay precise enough,
 ``GROUP_COUNT_NOISE``) goes here instead: the exponential
 mechanism (``PrivateTable.select``, SELECT_SHARE of this step's rho) picks group_columns_group_columns columns by

@@ -27,25 +27,16 @@ GUM_MOVES = "gum"  # the write-up: GUM passes (GROUP_GUM) toward every target
 REWRITE = "rewrite"  # GUM passes that only rewrite the columns of the group's targets (GROUP_REWRITE)
 OWN_RAKE = "own-rake"  # for a base whose records carry their group (``own_pools``): each group rakes its own
 # records to its own 1-way marginals, draws its rows, and GUM rewrites them the rest of the way (GROUP_REWRITE):
-# the draw alone leaves each group's 1-way marginals about 0.004 of TVD off (ct_drug_deaths, eps 10, no noise:
-# 0.0044; rewritten 0.0015), and the rewriting moves few records (bench/RESULTS.md, issue 11: score 975.5 ->
-# 978.5, accuracy 0.800 -> 0.806)
+# the draw alone leaves each group's 1-way marginals a little off, and the rewriting moves few records
 OWN_REWRITE = "own-rewrite"  # for base records each assigned to one group (``assigned_rows``): each group's own
-# records, GUM-rewritten toward its own 1-way marginals (GROUP_REWRITE).  Without public records, the groups of
-# the adaptive and two-way regimes were random shares of the base rewritten toward their 2-way targets, which
-# breaks the pairs the base fitted (bench/RESULTS.md, issue 11: ct_drug_deaths at eps 1, seeds 0-15, accuracy
-# 0.779 -> 0.788, 2-way / 3-way TVD 0.0200 / 0.0365 -> 0.0198 / 0.0358, score 934.4 -> 933.4; the demo without
-# its public file at eps 1 / 10: score 703.4 / 735.4 -> 713.1 / 745.1, 2-way TVD 0.212 / 0.216 -> 0.195 / 0.188)
+# records, GUM-rewritten toward its own 1-way marginals (GROUP_REWRITE), so that the pairs the base fitted stay
 RAKE = "rake"  # no GUM: whole base records drawn with weights raked to the group's own 1-way marginals,
-# stratified by those marginals' columns (a draw in random order: the demo at eps 10, score 907.3-907.8; stratified
-# by 1, 3, 6 random ones of its 23 columns: 908.1, 909.6, 911.4; by all: 912.9; 2 seeds)
+# stratified by those marginals' columns (the draw's sampling error then falls on the other columns less)
 # Duplicating a whole record to fit a group's targets also moves the group's other columns, which nothing
 # refits: from public records that keeps the public joint structure, but from independent draws it only adds
-# sampling error to every column (bench/RESULTS.md, issue 11: ct_drug_deaths at eps 1, 2-way TVD 0.0233 ->
-# 0.0210; the demo, from public records, loses without duplicates: 0.0488 -> 0.0585).  Rewriting, in turn,
-# makes records the base never held (on the demo at eps 100, children with incomes): a base fitted from public
-# records to every pair keeps its pairs best when each group is a weighted draw of whole base records
-# (bench/RESULTS.md, issue 11: the demo at eps 10, score 896.6 -> 907.3, 2-way TVD 0.049 -> 0.032).
+# sampling error to every column.  Rewriting, in turn, makes records the base never held (children with
+# incomes): a base fitted from public records to every pair keeps its pairs best when each group is a weighted
+# draw of whole base records.
 GROUP_GUM = GumOptions(iterations=4, alpha=0.5, decay=0.8)
 GROUP_REWRITE = GumOptions(iterations=4, alpha=0.5, decay=0.8, duplicate_share=0.0)
 

@@ -10,7 +10,7 @@ tau1 = 1500*theta/N~, tau2 = 6*tau1 with N~ the noisy total.
   (x = eps - eps0 - eps1 - tau1), the rest on noisy 1-way marginals;
 * otherwise "two-way": the same with tau2, the rest on noisy 2-way marginals.
 
-Beyond the write-up (issue 11): where it picks one-way or two-way, the planner keeps
+Beyond the write-up: where it picks one-way or two-way, the planner keeps
 two-way only when measuring every pair is cheap (expected L1 noise per pair below
 planner_two_way_noise of the rows, see ``pair_noise``; planner_two_way_noise_from_draws without public records)
 and, with groups, every group × column marginal too (the same test on their cells: many small

@@ -15,10 +15,9 @@ Measurements (all through the private table, Gaussian, sensitivity from theta):
    numeric column's counts in rap_fine_intervals equal intervals of its public range (at the public file's
    quantiles when one is given), with cuts at both bounds so that a spike there (zero incomes, top
    codes) has a slot of its own, plus nulls; with ``--target``, per target value where the table has
-   numeric columns (the rounds then spend mostly on numeric queries, and without these pairs adult_raw's
-   synthetic-trained macro F1 fell from 0.764 to 0.707 at eps 1), else each column alone and the target's
-   counts (the rounds choose which pairs with the target matter: categorical Adult at eps 1, 3 seeds,
-   2-way TVD 0.0473 per target value, 0.040 not);
+   numeric columns (the rounds then spend mostly on numeric queries, so a classifier needs these pairs
+   measured up front), else each column alone and the target's counts (the rounds choose which pairs with
+   the target matter);
 3. with numeric columns, every pair of categorical columns (other than the target, whose pairs step
    2 holds) of at most ``max_cells`` cells (rap_pair_share, split equally).  Without numeric columns the
    rounds' candidates are categorical marginals alone and the selection finds the pairs that matter:
@@ -56,8 +55,7 @@ moves the records' codes and values toward every noisy answer by discrete coordi
 unfitted (the release rounds values to the column's precision and recomputes their codes); last,
 each categorical column that no interval query reads is exchanged among the records that agree on
 every column measured with it (lib/exchange.py, as method/adaptive.py does), which keeps every
-measured marginal's counts and drops associations nothing measured (categorical Adult at eps 1,
-3 seeds: 2-way TVD 0.0500 -> 0.0473).  Projections after the first start at rap_restart_beta, not at
+measured marginal's counts and drops associations nothing measured.  Projections after the first start at rap_restart_beta, not at
 START_BETA.
 """
 from __future__ import annotations
@@ -505,8 +503,7 @@ def _candidates(layout: _Layout, table: relaxed.RelaxedTable, options: RapOption
         angle = rng.uniform(0, math.pi)
         w = (math.cos(angle), math.sin(angle))
         # cuts within [0, cos + sin]: for angles past 90° that is narrower than the range w·x takes, and
-        # it measured better (adult_raw, eps 1, 3 seeds: mixed-marginal error 0.028 vs 0.062 with the
-        # full range; bench/RESULTS.md "RAP++")
+        # puts the cuts where the values are
         out.append(_projection(layout, values, (a, b), np.array(w), low=0.0, high=w[0] + w[1]))
     if target is not None and numeric:
         for _ in range(T.rap_directions):
@@ -545,8 +542,8 @@ def _round(private: PrivateTable, layout: _Layout, table: relaxed.RelaxedTable, 
 def _nested(a, b) -> bool:
     """Whether categorical marginals ``a`` and ``b`` nest (one's columns among the other's): after one is
     chosen, the other is left out of the round's later choices, whose scores still count the error that the
-    first will measure (categorical Adult at eps 1, seeds 0-3: 2-way TVD 0.0411 -> 0.0403, macro F1 0.76 -> 0.78;
-    the rounds had measured marital-status × relationship and marital-status × relationship × income together)."""
+    first will measure (the rounds had measured marital-status × relationship and marital-status ×
+    relationship × income together)."""
     return isinstance(a, Marginal) and isinstance(b, Marginal) and (set(a.attrs) <= set(b.attrs) or
                                                                    set(b.attrs) <= set(a.attrs))
 
@@ -612,11 +609,8 @@ def _fit_records(layout: _Layout, cat_codes: list[np.ndarray], values: np.ndarra
     """The records' categorical codes (group columns fixed) and numeric values (relaxed scale) moved toward
     ``fits`` (every measurement but the group counts, weighted as the projection weighs them, and those only
     the records fit) by lib/record_fit.py's coordinate descent (post-processing), a nullable column's values
-    to and from null too (the demo, 3 seeds: mixed-marginal error 0.0032 / 0.0020 -> 0.0028 / 0.0016 at
-    eps 1 / 10; POVPIP's null share had stayed 0.066 against 0.055).  The projection leaves values on the
-    wrong side of far cuts: after the last projection of an adult_raw run (eps 10) its answers were 0.2-0.5
-    (total variation) from the exact answers of education-num by income and of numeric-pair projections,
-    whose noise was 0.002 (bench/RESULTS.md)."""
+    to and from null too.  The projection leaves values on the wrong side of far cuts, where the sigmoids'
+    gradients vanish: the record fit moves them."""
     sizes = tuple(layout.domain.sizes[layout.domain.index(c)] for c in layout.categorical)
     codes = np.column_stack(cat_codes) if cat_codes else np.zeros((len(values), 0), np.int32)
     codes, values, before, after = record_fit.fit_records(codes, sizes, values, fits, -T.relaxed_margin,

@@ -11,10 +11,8 @@ each sub-bin of their own bin (a row counts once: sensitivity theta; Gaussian, c
 synthetic value is drawn in a sub-bin of its bin in proportion to the noisy counts (pulled toward
 the bin's mean as far as the noise says, ``shrunk_weights``; sub-bins without a grid value left
 out; uniform where no weight is positive), then uniformly on the grid inside it.  Only the noisy
-counts are read (post-processing); the cost is the rho given.  Where bins are wide it is a large gain
-(the demo without its public file at eps 0.1, 24 seeds: 2-way TVD 0.253 -> 0.157); where they are narrow
-it buys little for its share (ct_drug_deaths at eps 0.1, ages in 5-year bins, 200 seeds: 2-way TVD
-0.0973 -> 0.0988, accuracy 0.676 -> 0.671; bench/RESULTS.md, issue 11).
+counts are read (post-processing); the cost is the rho given.  Where bins are wide it is a large gain;
+where they are narrow it buys little for its share.
 """
 from __future__ import annotations
 
