@@ -34,8 +34,9 @@ import numpy as np
 import pandas as pd
 
 from dataloader.encoding import DEFAULT_BINS, Encoder
+from dataloader.draft import draft_parameters
 from dataloader.reading import (ON_INVALID, DataError, as_text, check_columns, individual_ids, public_ranges,
-                                read_header, read_table, validate)
+                                read_csv_text, read_header, read_table, validate)
 from dataloader.rules import violations
 from dataloader.schema import (NUMERIC, Run, Schema, SchemaError, check_distinct, delta_warnings, load_schema,
                                parse_schema)
@@ -211,6 +212,22 @@ def _reweighting(schema: Schema, s: Settings) -> ReweightSpec | None:
         return None
     return parse_reweight(s.reweight, schema.names, [c.name for c in schema.columns if c.kind == NUMERIC],
                           s.reweight_share, s.reweight_floor)
+
+
+def draft_schema(public: pd.DataFrame | str | Path | None, dictionary: Mapping[str, Any] | None = None) -> dict:
+    """A parameters draft (dataloader/draft.py) from a public table (a DataFrame or a CSV path) and a data
+    dictionary, with what the public file suggests beyond the columns (derived, null-linked and
+    group-level columns, candidate edit rules: the release's own detection) added to its ``review`` list.  Reads no private data; DataError or
+    SchemaError for unreadable input."""
+    text = None
+    if public is not None:
+        text = as_text(public) if isinstance(public, pd.DataFrame) else read_csv_text(public, "public file")
+    params = draft_parameters(text, dictionary)
+    if text is not None:
+        schema = parse_schema({k: v for k, v in params.items() if k != "review"})
+        side = _public_side(text, schema, DEFAULT_BINS, tuple(g for g in DEFAULT_GROUP_COLUMNS if g in schema.names))
+        params["review"] += [f"suggested by the public file: {note}" for note in side.structure.notes]
+    return params
 
 
 def _request(params, method: str, options) -> tuple[Schema, Method, Any]:

@@ -15,9 +15,9 @@ import logging
 import sys
 from pathlib import Path
 
-from api import BAD_INPUT, DEFAULT_ID_COLUMN, Settings, ledger_path, plan, release, resolve_group_columns
+from api import BAD_INPUT, DEFAULT_ID_COLUMN, Settings, draft_schema, ledger_path, plan, release, resolve_group_columns
 from dataloader.encoding import DEFAULT_BINS
-from dataloader.reading import ON_INVALID
+from dataloader.reading import ON_INVALID, DataError
 from dataloader.schema import NUMERIC, SchemaError, load_schema
 from dataloader.submission import check_submission
 from dataloader.writing import StagedFiles, check_writable, committed_paths
@@ -26,7 +26,7 @@ from lib.tuning import T
 from method import METHODS
 from method.base import OptionError, flag
 
-COMMANDS = ("synthesize", "validate", "score", "report", "plan")
+COMMANDS = ("synthesize", "validate", "score", "report", "plan", "schema")
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -49,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Example: python main.py --params parameters.json --private data/demo/private.csv "
                "--public data/demo/public.csv --output output/submission.csv",
         formatter_class=HelpFormatter)
-    sub = parser.add_subparsers(dest="command", metavar="{synthesize,validate,score,report,plan}")
+    sub = parser.add_subparsers(dest="command", metavar="{synthesize,validate,score,report,plan,schema}")
 
     syn = sub.add_parser("synthesize", help="write a DP synthetic table (default command)",
                          formatter_class=HelpFormatter)
@@ -125,6 +125,15 @@ def build_parser() -> argparse.ArgumentParser:
     pln.add_argument("--bin-values", action=argparse.BooleanOptionalAction, default=True, help=argparse.SUPPRESS)
     pln.add_argument("--quiet", action="store_true", help="only warnings and errors on stderr")
     _add_method_options(pln)
+
+    sch = sub.add_parser("schema", help="draft a parameters.json from a public file and a data dictionary (never "
+                                        "the private file)", formatter_class=HelpFormatter)
+    sch.add_argument("action", choices=("draft",), help="draft: write a parameters.json for you to review")
+    sch.add_argument("--public", type=Path, help="public CSV with the columns to release")
+    sch.add_argument("--dictionary", type=Path,
+                     help="data dictionary JSON: per column a \"values\" object of codes (and \"min\", \"max\")")
+    sch.add_argument("--output", type=Path, default=Path("parameters.draft.json"), help="where to write the draft")
+    sch.add_argument("--quiet", action="store_true", help="only warnings and errors on stderr")
 
     val = sub.add_parser("validate", help="check a submission CSV against a parameters file")
     val.add_argument("--params", required=True, type=Path, help="parameters JSON")
@@ -232,6 +241,8 @@ def main(argv: list[str] | None = None) -> int:
             return report_command(args)
         if args.command == "plan":
             return plan_command(args)
+        if args.command == "schema":
+            return schema_command(args)
         return synthesize_command(args)
     except (SchemaError, OptionError) as exc:
         for problem in exc.problems:
@@ -334,6 +345,31 @@ def tuning_lines() -> list[str]:
     lines.append("expert release options: --no-derive (synthesize every column as it is: no derived, null-linked "
                  "or group-level columns), --no-bin-values (draw numeric values evenly inside their bins)")
     return lines
+
+
+def schema_command(args) -> int:
+    """``schema draft``: write a parameters draft from public material; the lines to review on stderr."""
+    if args.public is None and args.dictionary is None:
+        raise OptionError(["schema draft needs --public CSV or --dictionary JSON (or both)"])
+    dictionary = None
+    if args.dictionary is not None:
+        try:
+            dictionary = json.loads(args.dictionary.read_text())
+        except (OSError, UnicodeDecodeError) as exc:
+            raise DataError(f"cannot read dictionary {args.dictionary}: {exc}") from None
+        except json.JSONDecodeError as exc:
+            raise DataError(f"dictionary {args.dictionary} is not valid JSON: {exc.msg} (line {exc.lineno})") from None
+        if not isinstance(dictionary, dict):
+            raise DataError(f"dictionary {args.dictionary} must be a JSON object of columns")
+    output = check_writable(args.output)
+    params = draft_schema(args.public, dictionary)
+    with StagedFiles(output) as staged:
+        staged.path(output).write_text(json.dumps(params, indent=2) + "\n")
+        staged.commit()
+    for line in params["review"]:
+        logging.getLogger("dpsyn").info("review: %s", line)
+    print(output)
+    return 0
 
 
 def _column_list(option: str | None) -> tuple[str, ...] | None:
