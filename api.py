@@ -296,7 +296,7 @@ def resolve_group_columns(schema: Schema, group_columns: Sequence[str] | None) -
 def _seed_sequence(seed: int | None) -> np.random.SeedSequence:
     if seed is None:
         return np.random.SeedSequence()  # fresh OS entropy
-    log.warning("WARNING: --seed %d fixes the noise: use it for tests only, never for a release "
+    log.warning("WARNING: a fixed seed (%d) fixes the noise: use it for tests only, never for a release "
                 "(seeded noise is not private)", seed)
     return np.random.SeedSequence(seed)
 

@@ -196,11 +196,15 @@ def validate(df: pd.DataFrame, schema: Schema, what: str, on_invalid: str = "err
         if on_invalid == "error" and not public:
             withheld = f" ({HIDDEN_COUNTS})" if hide_counts else ""
             raise DataError(f"{what}: values outside the schema: {summary}{hint}{withheld}")
-        action = ("kept public rows (unknown categories left missing, numbers clipped)" if public
-                  else "clipped numbers, dropped rows that cannot be clipped" if on_invalid == "clip"
-                  else "dropped those rows")
-        how_many = f" ({HIDDEN_COUNTS})" if hide_counts else f"; {int(drop.sum())} row(s) dropped"
-        log.warning("%s: values outside the schema: %s; %s%s", what, summary, action, how_many)
+        if public:  # by design, not a problem: a public file may cover other areas or wider ranges
+            log.info("%s: %s are read as missing in those cells or clipped to the schema's ranges; the rest of "
+                     "each row is still used%s", what, summary,
+                     f" ({int(drop.sum())} row(s) without a readable number dropped)" if drop.any() else "")
+        else:
+            action = ("clipped numbers, dropped rows that cannot be clipped" if on_invalid == "clip"
+                      else "dropped those rows")
+            how_many = f" ({HIDDEN_COUNTS})" if hide_counts else f"; {int(drop.sum())} row(s) dropped"
+            log.warning("%s: values outside the schema: %s; %s%s", what, summary, action, how_many)
     typed = typed[~drop].reset_index(drop=True)
     if len(typed) == 0:
         raise DataError(f"{what}: no valid rows left after handling values outside the schema")

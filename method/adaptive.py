@@ -70,8 +70,9 @@ from lib.maxent import draw, fit, junction_tree
 from lib.measurement import Target
 from lib.privacy.private_table import PrivateTable
 from lib.privacy.queries import Marginal
+from lib.progress import progress
 from lib.tuning import T
-from method.base import RunContext
+from method.base import RunContext, spread
 from method.groups import base_size, smoothed_counts, start_records
 from method.selection import allocate
 from method.split_columns import SplitColumns
@@ -392,9 +393,8 @@ def measure_adaptively(private: PrivateTable, public_codes: np.ndarray | None, c
                         boxes=model.boxes)
     if one_way_rounds > 0:
         sigmas = [model.noisy[layout.key((j,))][1] for j in other_idx]
-        log.info("adaptive: %s%d 1-way marginals measured (noise sd %.3g to %.3g per cell); rounds start at rho "
-                 "%.3g each", "group counts and " if group_idx else "", len(other_idx), min(sigmas), max(sigmas),
-                 rho_round)
+        log.info("adaptive: %s%d 1-way marginals measured (noise sd %s rows per cell); rounds start at rho %.3g "
+                 "each", "group counts and " if group_idx else "", len(other_idx), spread(sigmas), rho_round)
     else:
         log.info("adaptive: rounds start from %d marginals measured before, at rho %.3g each", len(earlier),
                  rho_round)
@@ -423,6 +423,16 @@ def _rounds(private: PrivateTable, ctx: RunContext, model: Model, other_idx: lis
     """AIM's rounds until the budget is spent, each choosing ``picks`` marginals; returns what each round
     measured, in words."""
     chosen: list[str] = []
+    with progress(100, "adaptive rounds", "% of their rho", log) as bar:
+        _spend_rounds(private, ctx, model, other_idx, max_cells, rho_round, picks, chosen, bar)
+    return chosen
+
+
+def _spend_rounds(private: PrivateTable, ctx: RunContext, model: Model, other_idx: list[int], max_cells: int,
+                  rho_round: float, picks: int, chosen: list[str], bar) -> None:
+    """The rounds of ``_rounds``, appending what each measured to ``chosen`` and moving ``bar`` by the share of
+    the rounds' rho spent."""
+    start = private.remaining
     round_no = 0
     while private.remaining > 0:
         last = private.remaining <= 2 * rho_round * (1 + 1e-9)
@@ -462,6 +472,7 @@ def _rounds(private: PrivateTable, ctx: RunContext, model: Model, other_idx: lis
                       "rho %.3g (noise sd %.3g)", round_no, chosen[-1], error, expected[-1], cells[pick],
                       rho_round, measured.sigma)
         model.refit(ctx.rng)
+        bar.update(round(100 * (1 - private.remaining / start)) - bar.n)
         moved = [float(np.abs(model.layout.to_query(candidates[p], model.answer(candidates[p])) - references[p]).sum())
                  for p in picked]
         log.debug("adaptive round %d: the model moved %s", round_no, ", ".join(f"{m:.4g}" for m in moved))
@@ -470,7 +481,6 @@ def _rounds(private: PrivateTable, ctx: RunContext, model: Model, other_idx: lis
         if all(m <= e for m, e in zip(moved, expected)):
             rho_round = min(4 * rho_round, private.remaining)
             log.debug("adaptive: the model moved less than the noise; rounds now spend rho %.3g", rho_round)
-    return chosen
 
 
 def candidate_keys(model: Model, other_idx: list[int], max_cells: int) -> list[tuple[int, ...]]:

@@ -51,6 +51,12 @@ def option(default: Any, help: str, *, type: type = str, choices: tuple | None =
                                             "expert": expert})
 
 
+def spread(values) -> str:
+    """``values`` (noise sds, say) for a log line: one figure where they agree to 3 digits, else their range."""
+    low, high = f"{min(values):.3g}", f"{max(values):.3g}"
+    return low if low == high else f"{low} to {high}"
+
+
 def flag(name: str) -> str:
     """The command-line flag of an option field: ``group_round`` -> ``--group-round``."""
     return "--" + name.replace("_", "-")

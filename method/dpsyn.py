@@ -38,7 +38,7 @@ from lib.privacy.plan import Node
 from lib.privacy.private_table import PrivateTable
 from lib.privacy.queries import DependencyScores, Marginal
 from lib.tuning import T
-from method.base import Method, PublicData, RunContext, SynthesisResult, option
+from method.base import Method, PublicData, RunContext, SynthesisResult, option, spread
 from method.dependent_pairs import measure_dependent_pairs
 from method.group_columns import measure_group_columns
 from method.groups import (GUM_MOVES, OWN_RAKE, OWN_REWRITE, RAKE, REWRITE, assigned_rows, base_size, group_sizes, own_pools, smoothed_counts, start_records, synthesize_groups)
@@ -271,9 +271,9 @@ def _measure(private: PrivateTable, ctx: RunContext, queries, rhos: list[float])
         m = private.measure(Marginal(tuple(names[j] for j in cols)), each)
         measured.append((cols, m.noisy, m.sigma))
     sigmas = [s for _, _, s in measured]
-    log.info("dpsyn: %d marginals over %s measured, rho %.3g in all (noise sd %.3g to %.3g per cell)",
+    log.info("dpsyn: %d marginals over %s measured, rho %.3g in all (noise sd %s rows per cell)",
              len(measured), ", ".join(names[j] for j in queries[0]) + ("..." if len(queries) > 1 else ""),
-             sum(rhos), min(sigmas), max(sigmas))
+             sum(rhos), spread(sigmas))
     return measured
 
 

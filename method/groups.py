@@ -75,8 +75,9 @@ def smoothed_counts(noisy: np.ndarray, sigma: float, columns: tuple[str, ...]) -
     many small groups, each group's count borrows from its row and column totals.  Post-processing."""
     shrunk = shrink_counts(noisy, sigma)
     kept = ", ".join(f"{c} totals {w:.0%}" for c, w in zip(columns, shrunk.margins))
-    log.info("group counts (noise sd %.3g): shrunk toward %s; each count keeps %.0f%% of its own deviation (%s)",
-             sigma, "their mean" if len(columns) == 1 else "the product of the " + " and ".join(columns) + " totals",
+    log.info("group counts (noise sd %.3g rows each): each group's count moved toward what %s predict, keeping "
+             "%.0f%% of its difference from that prediction (the noisier the counts, the less; %s)", sigma,
+             "the mean count" if len(columns) == 1 else "the " + " and ".join(columns) + " totals",
              100 * shrunk.cells, kept)
     return shrunk.values
 

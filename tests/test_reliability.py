@@ -1,5 +1,6 @@
 """All-or-nothing commits, refusals before any measurement, and inputs that used to crash (issue 47)."""
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -267,6 +268,7 @@ def test_twenty_group_level_columns_release_within_the_budget():
 
 @pytest.mark.parametrize("bad", ["inf", "-inf", "1e308"])
 def test_non_finite_public_values_are_dropped_with_a_line_and_never_a_range(tmp_path, caplog, bad):
+    caplog.set_level(logging.INFO)
     schema = {"A": {"dtype": "str", "values": ["x", "y"]}, "V": {"dtype": "float"}}
     rng = np.random.default_rng(0)
     public = pd.DataFrame({"A": rng.choice(["x", "y"], 200), "V": rng.uniform(0, 10, 200).round(2).astype(str)})
