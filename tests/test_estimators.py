@@ -4,7 +4,6 @@ import itertools
 
 import cvxpy as cp
 import numpy as np
-import pytest
 
 from lib import relaxed
 from lib.consistency import make_consistent
