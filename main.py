@@ -436,16 +436,18 @@ def score_command(args) -> int:
 
 
 def report_command(args) -> int:
-    from evaluation.report import write_report
+    from evaluation.report import ledgers_beside, write_report
     from evaluation.scoring import read_for_evaluation
     schema, options, real = _evaluation_setup(args)
     output = check_writable(args.output)
-    methods = {}
+    methods, inputs, ledgers = {}, {"parameters": str(args.params), "real": str(args.real)}, {}
     for spec in args.synthetic:
         label, _, path = spec.rpartition("=")
         path = Path(path)
         methods[label or path.stem] = read_for_evaluation(path, schema, f"synthetic file {path}")
-    write_report(output, schema, real, methods, options)
+        inputs[f"synthetic: {label or path.stem}"] = str(path)
+        ledgers[label or path.stem] = ledgers_beside(path)
+    write_report(output, schema, real, methods, options, inputs, {k: v for k, v in ledgers.items() if v})
     print(output)
     return 0
 

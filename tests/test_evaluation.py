@@ -180,3 +180,25 @@ def test_report_command_writes_one_html_page_with_plots(tmp_path):
     page = out.read_text()
     assert WARNING in page and page.count("data:image/png;base64,") == 1 + 1 + 2 + 2
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_the_report_opens_with_the_releases_settings_and_a_single_epsilon_as_a_table(tmp_path):
+    params = write_params(tmp_path / "params.json", SCHEMA_RAW)
+    rng = np.random.default_rng(2)
+    real = table(rng.choice(["g1", "g2"], 200), rng.choice(["a", "b", "c"], 200), rng.integers(0, 99, 200))
+    real.to_csv(tmp_path / "real.csv", index=False)
+    real.sample(150, random_state=1).assign(epsilon=1.0)[["epsilon", "G", "X", "AGE"]].to_csv(
+        tmp_path / "s.csv", index=False)
+    ledger = {"epsilon": 1.0, "delta": 1e-9, "rho_budget": 0.015, "rho_spent": 0.015, "epsilon_spent": 1.0,
+              "charges": [{"step": "x"}], "plan": {"theta": 2, "nodes": [{"name": "method", "share": 1.0,
+                                                                          "note": "dpsyn"}]}}
+    (tmp_path / "s.ledger.eps1.json").write_text(json.dumps(ledger))
+    out = tmp_path / "report.html"
+    assert main.main(["report", "--params", str(params), "--real", str(tmp_path / "real.csv"), "--synthetic",
+                      f"mine={tmp_path / 's.csv'}", "--output", str(out)]) == 0
+    page = out.read_text()
+    first_screen = page[:page.index("<h2>Scores</h2>")]
+    assert WARNING in first_screen and "Releases (from their ledgers)" in first_screen
+    assert "method 100%" in first_screen and ">1e-09<" in first_screen and str(tmp_path / "s.csv") in first_screen
+    assert "Error against epsilon" not in page  # one epsilon: the scores table says it all
+    assert "Sprint-2 score</b>:" in page and "TVD k-way</b>:" in page
