@@ -56,10 +56,11 @@ def build_parser() -> argparse.ArgumentParser:
     syn.add_argument("--params", required=True, type=Path,
                      help="parameters JSON (NIST Sprint-2 format): runs (epsilon, delta, max_records, "
                           "max_records_per_individual) and schema")
-    syn.add_argument("--private", required=True, type=Path, help="private CSV with every schema column")
+    syn.add_argument("--private", required=True, type=Path,
+                     help="private table with every schema column: a CSV, a Parquet file or a folder of them")
     syn.add_argument("--public", type=Path,
-                     help="optional public CSV with the same columns (no budget spent on it): gives ranges of "
-                          "numeric columns the schema leaves open, and quantile bin edges")
+                     help="optional public table with the same columns (CSV or Parquet; no budget spent on it): "
+                          "gives ranges of numeric columns the schema leaves open, and quantile bin edges")
     syn.add_argument("--output", type=Path, default=Path("output/submission.csv"),
                      help="submission CSV to write; ledgers go beside it as NAME.ledger.epsE.json")
     syn.add_argument("--method", choices=sorted(METHODS), default="dpsyn",

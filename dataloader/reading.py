@@ -32,21 +32,48 @@ class DataError(ValueError):
     """Bad input data: the message is one line that names the file and the problem."""
 
 
+def is_parquet(path: str | Path) -> bool:
+    """Whether ``path`` is a Parquet file (``.parquet``) or a folder of them."""
+    path = Path(path)
+    return path.suffix == ".parquet" or (path.is_dir() and any(path.glob("*.parquet")))
+
+
 def read_header(path: str | Path) -> list[str]:
-    """Column names of a CSV's first line; [] when it cannot be read (read_csv_text then says why)."""
+    """Column names of a CSV's first line or a Parquet dataset's schema; [] when it cannot be read
+    (read_csv_text then says why)."""
     try:
+        if is_parquet(path):
+            import pyarrow.dataset as ds
+            return [c.strip() for c in ds.dataset(path, format="parquet").schema.names]
         with open(path, newline="") as f:
             return [c.strip() for c in next(csv.reader(f), [])]
-    except (OSError, UnicodeDecodeError):
+    except (OSError, UnicodeDecodeError, ValueError):
         return []
 
 
+def _read_parquet_text(path: Path, what: str) -> pd.DataFrame:
+    """Every cell of a Parquet file or folder as the text its CSV would hold (nulls empty)."""
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+    try:
+        table = ds.dataset(path, format="parquet").to_table()
+    except (OSError, ValueError, pa.ArrowException) as exc:
+        raise DataError(f"{what} {path}: cannot read as Parquet: {str(exc).splitlines()[0]}") from None
+    if table.num_columns == 0:
+        raise DataError(f"{what} {path}: empty (no columns)")
+    df = as_text(table.to_pandas())
+    df.columns = [str(c).strip() for c in df.columns]
+    return df
+
+
 def read_csv_text(path: str | Path, what: str, private: bool = False) -> pd.DataFrame:
-    """Every cell of the CSV at ``path`` as text (header stripped).
+    """Every cell of the CSV at ``path`` (or of a Parquet file or folder of them) as text (header stripped).
 
     ``private``: a parse error names the row's problem but not its text.
     """
     path = Path(path)
+    if is_parquet(path):
+        return _read_parquet_text(path, what)
     if not path.is_file():
         raise DataError(f"{what} {path}: not found or not a file")
     if path.stat().st_size == 0:

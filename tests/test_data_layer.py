@@ -164,3 +164,26 @@ def test_a_dataframe_reads_as_the_csv_text_would():
     text = as_text(df)
     assert text.to_dict("list") == {"A": ["1", "2", ""], "B": ["1.5", "2", ""], "C": ["x", "", "z"],
                                     "D": ["3", "", "4"]}
+
+
+def test_parquet_files_and_folders_give_the_same_release_as_csv(tmp_path):
+    from api import release
+    from test_rap import data
+    frame, params = data()
+    frame.to_csv(tmp_path / "t.csv", index=False)
+    frame.to_parquet(tmp_path / "t.parquet", index=False)
+    (tmp_path / "parts").mkdir()
+    frame.iloc[:150].to_parquet(tmp_path / "parts" / "a.parquet", index=False)
+    frame.iloc[150:].to_parquet(tmp_path / "parts" / "b.parquet", index=False)
+    runs = [release(tmp_path / name, params, method="histogram", seed=1, group_columns=())
+            for name in ("t.csv", "t.parquet", "parts")]
+    for csv_run, parquet_run, folder_run in zip(*runs):
+        pd.testing.assert_frame_equal(csv_run.table, parquet_run.table)
+        pd.testing.assert_frame_equal(csv_run.table, folder_run.table)
+
+
+def test_an_unreadable_parquet_file_is_one_line(tmp_path):
+    from dataloader.reading import DataError, read_csv_text
+    (tmp_path / "bad.parquet").write_text("not parquet")
+    with pytest.raises(DataError, match="cannot read as Parquet"):
+        read_csv_text(tmp_path / "bad.parquet", "private file")
