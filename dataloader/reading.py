@@ -20,8 +20,10 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from dataloader.schema import CATEGORICAL, MAX_MAGNITUDE, Column, Schema, category_list
+from lib.progress import progress
 
 log = logging.getLogger(__name__)
 
@@ -79,14 +81,37 @@ def read_csv_text(path: str | Path, what: str, private: bool = False) -> pd.Data
     if path.stat().st_size == 0:
         raise DataError(f"{what} {path}: empty file (no header, no rows)")
     try:
-        df = pd.read_csv(path, dtype=str, engine="pyarrow", keep_default_na=False)
-    except (OSError, ValueError) as exc:
+        df = _read_csv_batches(path, what)
+    except (OSError, ValueError, pa.ArrowException) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         if private:  # pyarrow appends the offending row: "Expected 2 columns, got 3: <row>"
             first = re.sub(r"(got \d+): .*", r"\1 (row text withheld: private data)", first)
         raise DataError(f"{what} {path}: cannot parse as CSV: {first}") from None
     df.columns = [str(c).strip() for c in df.columns]
     return df
+
+
+READ_BLOCK = 1 << 24  # bytes of CSV parsed per batch
+
+
+def _read_csv_batches(path: Path, what: str) -> pd.DataFrame:
+    """The CSV's cells as strings (empty cells empty, no missing-value guessing), parsed by pyarrow a
+    block at a time, with a progress bar over the file's bytes (terminal only)."""
+    import pyarrow.csv as pa_csv
+    with open(path, newline="") as f:
+        names = next(csv.reader(f), [])
+    convert = pa_csv.ConvertOptions(column_types={n: pa.string() for n in names}, null_values=[],
+                                    strings_can_be_null=False, quoted_strings_can_be_null=False)
+    with pa.input_stream(str(path)) as stream, \
+            progress(path.stat().st_size, f"reading {what}", "B", log, minimum=READ_BLOCK) as bar:
+        reader = pa_csv.open_csv(stream, read_options=pa_csv.ReadOptions(block_size=READ_BLOCK),
+                                 convert_options=convert)
+        batches = []
+        for batch in reader:
+            batches.append(batch)
+            bar.update(stream.tell() - bar.n)
+        table = pa.Table.from_batches(batches, schema=reader.schema)
+    return table.to_pandas()
 
 
 def as_text(df: pd.DataFrame) -> pd.DataFrame:
