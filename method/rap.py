@@ -254,7 +254,7 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
     xp = relaxed.array_module(options.device)
     layout, domain, rho = _Layout.of(ctx, public), ctx.domain, private.remaining
     if options.target is not None and options.target not in layout.free:
-        log.warning("rap: --target %s is a group column or set by the release; no class-conditional queries",
+        log.warning("rap: the target %s is a group column or set by the release; no class-conditional queries",
                     options.target)
         options = dataclasses.replace(options, target=None)
     rho_groups = T.rap_group_share * rho if layout.groups else 0.0
@@ -519,7 +519,7 @@ def _round(private: PrivateTable, layout: _Layout, table: relaxed.RelaxedTable, 
     when none is left), and measure each with an equal share of the rest.  Privacy cost: ``rho``."""
     candidates = _candidates(layout, table, options, rng, by_group)
     if not candidates:
-        log.warning("rap round %d: no candidate fits --max-cells %d; nothing measured", t + 1, options.max_cells)
+        log.warning("rap round %d: no candidate fits the max_cells option (%d); nothing measured", t + 1, options.max_cells)
         return []
     k = min(options.per_round, len(candidates))
     rho_each = rho * (1 - T.rap_select_share) / k

@@ -339,7 +339,7 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
         truth = codes[:, target] == domain.sizes[target] - 1
         thresholds = tune_thresholds(probability, truth, groups, options.fair, protected, n_groups)
         if options.fair != "none":
-            log.info("superquail: --fair %s thresholds on P(%s = positive) per %s: %s", options.fair,
+            log.info("superquail: fair=%s thresholds on P(%s = positive) per %s: %s", options.fair,
                      options.target, options.sensitive, ", ".join(f"{t:.2f}" for t in thresholds))
         order = np.argsort(ctx.rng.random((len(codes), len(chosen) + 1)), axis=1)
         models = feature_models + [model]

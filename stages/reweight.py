@@ -333,5 +333,5 @@ def _log(spec: ReweightSpec, rho: float, r: Reweighting) -> None:
     if r.noise_error >= r.gap:
         log.warning("reweighting: the noisy answers are noisier (expected error %.3g) than their distance from the "
                     "synthetic data (%.3g), so they say little the synthetic data does not; the rows are left "
-                    "nearly as they are. A larger --reweight-share or fewer measures would make them count",
+                    "nearly as they are. A larger reweighting share (reweight_share) or fewer measures would make them count",
                     r.noise_error, r.gap)
