@@ -40,8 +40,9 @@ from lib.marginals import count_marginal  # noqa: E402
 
 MAX_TICK_LABELS = 12  # categories drawn one by one; a column with more shows its most common ones and "other"
 METRICS = (
-    ("Sprint-2 score", "NIST Sprint 2's score, 0 to 1000: one minus the total variation distance of 3-way "
-     "marginals per group, averaged, with a penalty where a group's row count is far off; higher is better."),
+    ("Sprint-2 score", "NIST Sprint 2's score, 0 to 1000: per group (PUMA × YEAR, say), how close the real and "
+     "the synthetic shares of the scored column pairs are (1000 less the mean L1 distance × 500), a group whose row "
+     "count is 250 or more off counting as entirely wrong; higher is better."),
     ("TVD k-way", "the mean total variation distance (0 to 1) between the real and the synthetic shares of the "
      "cells of k-way marginals of the non-group columns (every 1- and 2-way, 100 random 3-way); lower is better."),
     ("accuracy, macro F1", "a logistic regression trained on the table named and tested on held-out real rows: "
