@@ -200,9 +200,7 @@ def plan(params: Mapping | str | Path | Schema, public: pd.DataFrame | str | Pat
     reweighting = _reweighting(schema, s)
     side = _public_side(public, schema, s.bins, groups, s.derive)
     stages = _stages(side, spec, reweighting, s.bin_values)
-    problems = stages.problems() + (reweight_cell_problems(reweighting, side.encoder.domain) if reweighting else [])
-    if problems:
-        raise OptionError(problems)
+    _check_before_measuring(side, stages, None, ())
     return [plan_run(run, stages, spec, method_options, bool(groups)) for run in side.schema.runs]
 
 
@@ -217,8 +215,8 @@ def _reweighting(schema: Schema, s: Settings) -> ReweightSpec | None:
 def draft_schema(public: pd.DataFrame | str | Path | None, dictionary: Mapping[str, Any] | None = None) -> dict:
     """A parameters draft (dataloader/draft.py) from a public table (a DataFrame or a CSV path) and a data
     dictionary, with what the public file suggests beyond the columns (derived, null-linked and
-    group-level columns, candidate edit rules: the release's own detection) added to its ``review`` list.  Reads no private data; DataError or
-    SchemaError for unreadable input."""
+    group-level columns, candidate edit rules: the release's own detection) added to its ``review``
+    list.  Reads no private data; DataError or SchemaError for unreadable input."""
     text = None
     if public is not None:
         text = as_text(public) if isinstance(public, pd.DataFrame) else read_csv_text(public, "public file")

@@ -310,9 +310,9 @@ def _plan(args) -> int:
     return 0
 
 
-def overrides(assignments: list[str]) -> dict[str, str]:
-    """``--set NAME=VALUE`` items as {name: value}, each logged as a warning; OptionError lists every bad
-    one (an unknown name, a value of the wrong type)."""
+def overrides(assignments: list[str]) -> dict[str, object]:
+    """``--set NAME=VALUE`` items as {name: value} (lib/tuning.py ``parse``), each logged as a warning;
+    OptionError lists every bad one (an unknown name, a value of the wrong type)."""
     problems, out = [], {}
     for item in assignments:
         name, sep, value = (part.strip() for part in item.partition("="))
@@ -320,16 +320,13 @@ def overrides(assignments: list[str]) -> dict[str, str]:
             problems.append(f"--set {item}: give NAME=VALUE")
             continue
         try:
-            with T.overridden({name: value}):  # checks the name and the value's type
-                pass
+            out[name] = T.parse(name, value)
         except ValueError as exc:
             problems.append(str(exc))
-            continue
-        out[name] = value
     if problems:
         raise OptionError(problems)
     for name, value in out.items():
-        logging.getLogger("dpsyn").warning("warning: --set %s=%s overrides a tuned value (experiments only)",
+        logging.getLogger("dpsyn").warning("warning: --set %s=%r overrides a tuned value (experiments only)",
                                            name, value)
     return out
 

@@ -3,9 +3,10 @@
 ``draft_parameters`` never sees private data.  From the data dictionary (NIST's format: per column a
 ``values`` object of codes and labels, with ``min`` and ``max`` for numeric columns) it takes each
 column's categories or range and its null token; from the public file, every column the dictionary
-does not describe: text columns become categorical, whole-number columns with few values become
-categorical codes, other numbers a range (the public file's least and largest value) with the
-precision they are written to, and a lone non-numeric token among numbers the null token.  The runs
+does not describe: text columns become categorical, whole-number columns with few values
+(``draft_max_codes``) become categorical codes, other numbers a range (the public file's least and
+largest value) with the precision they are written to, and a lone non-numeric token among numbers
+the null token.  The runs
 are a starting point (ε 0.1, 1 and 10; δ 1e-10; θ 1).  Everything the curator should check is listed
 under the draft's ``review`` key (which a release ignores), with the structure the public file
 suggests (derived and null-linked columns, candidate edit rules: ``api.draft_schema`` adds those).
@@ -18,7 +19,8 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-MAX_CODES = 25  # whole-number columns with at most this many public values are drafted as categorical codes
+from lib.tuning import T
+
 DRAFT_EPSILONS = (0.1, 1.0, 10.0)
 DRAFT_DELTA = 1e-10
 
@@ -81,7 +83,7 @@ def from_public(name: str, text: pd.Series, notes: list[str]) -> dict:
         if tokens:
             out["null"] = tokens[0]
         distinct = np.unique(values.to_numpy())
-        if _whole(distinct) and len(distinct) <= MAX_CODES:
+        if _whole(distinct) and len(distinct) <= T.draft_max_codes:
             return {"dtype": "int", "values": [int(v) for v in distinct], **out}
         whole = _whole(distinct)
         out = {"dtype": "int" if whole else "float", "min": int(distinct[0]) if whole else float(distinct[0]),

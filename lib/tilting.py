@@ -33,7 +33,7 @@ from lib.tuning import T
 
 
 def denoised_answers(support: np.ndarray, noisy: np.ndarray, noise_sd: np.ndarray, synthetic: np.ndarray,
-                     prior_sd: np.ndarray) -> np.ndarray:
+                     prior_sd: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Mean answers a* = Q'p of the distribution p on the ``support`` rows (S × K: each support point's
     query values) that best fits both sources of what the true answers are: the ``noisy`` answers
     (noise sd ``noise_sd``) and the ``synthetic`` data's own answers (how far they are from the truth:
@@ -41,11 +41,13 @@ def denoised_answers(support: np.ndarray, noisy: np.ndarray, noise_sd: np.ndarra
     over the simplex (cvxpy).  This is the paper's §3 projection with the synthetic data as a prior:
     where the noise dwarfs the synthetic data's error, a* stays at the synthetic answer; where the
     noise is small, it goes to the noisy one.  Any a* returned is one a distribution on the support
-    gives, so the tilt toward it exists."""
+    gives, so the tilt toward it exists.  Returns a* and the sd of the unconstrained estimate
+    (``posterior``), the tolerance the tilt can allow each answer."""
     import cvxpy as cp  # here, not at the top: it takes over a second to import, and only --reweight needs it
     support = np.asarray(support, dtype=np.float64)
     target, sd = posterior(noisy, noise_sd, synthetic, prior_sd)
-    scale = np.maximum(sd, T.tilting_pin * np.asarray(noise_sd, dtype=np.float64))  # a zero sd pins, as far as the solver can
+    # a zero sd pins the answer, as far as the solver can
+    scale = np.maximum(sd, T.tilting_pin * np.asarray(noise_sd, dtype=np.float64))
     p = cp.Variable(support.shape[0], nonneg=True)
     residual = cp.multiply(support.T @ p - target, 1.0 / scale)
     with warnings.catch_warnings():  # "optimal_inaccurate" still gives a distribution, which is all a* needs
@@ -54,7 +56,7 @@ def denoised_answers(support: np.ndarray, noisy: np.ndarray, noise_sd: np.ndarra
     if p.value is None:
         raise RuntimeError("the denoising fit did not solve")
     weights = np.clip(p.value, 0.0, None)
-    return support.T @ weights / weights.sum()
+    return support.T @ weights / weights.sum(), sd
 
 
 def posterior(noisy: np.ndarray, noise_sd: np.ndarray, synthetic: np.ndarray,

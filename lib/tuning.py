@@ -14,6 +14,9 @@ from typing import Any
 TABLE: tuple[tuple[str, Any, str], ...] = (
     # budget.py
     ("budget_max_stage_share", 0.75, "the most of a run's rho the stages around the method may take together"),
+    # dataloader/draft.py
+    ("draft_max_codes", 25,
+     "schema draft: whole-number public columns with at most this many values become categorical codes"),
     # dataloader/structure.py
     ("structure_min_support", 20,
      "public rows a structural finding (derived or null-linked column) needs on each side"),
@@ -157,9 +160,9 @@ class Tuning:
         for name, value in self._defaults.items():
             setattr(self, name, value)
 
-    def set(self, name: str, text: str) -> None:
-        """Override ``name`` with ``text`` read as a value of its default's type (numbers; a tuple as
-        comma-separated numbers).  ValueError, in one line, for an unknown name or a bad value."""
+    def parse(self, name: str, text: str) -> Any:
+        """``text`` read as a value for ``name``, of its default's type (numbers; a tuple as comma-separated
+        numbers).  ValueError, in one line, for an unknown name or a bad value."""
         if name not in self._defaults:
             raise ValueError(f"--set {name}: no tuned value of that name (main.py plan --tuning lists them)")
         default = self._defaults[name]
@@ -174,21 +177,16 @@ class Tuning:
                 value = float(text)
         except ValueError:
             raise ValueError(f"--set {name}={text}: expected {type(default).__name__} like {default!r}") from None
-        setattr(self, name, value)
-
-    def reset(self) -> None:
-        """Every value back to its default."""
-        for name, value in self._defaults.items():
-            setattr(self, name, value)
+        return value
 
     @contextmanager
-    def overridden(self, assignments: dict[str, str]):
-        """Within the block, each ``name: text`` of ``assignments`` is set (``set``); after it, the values
-        they replaced are back."""
-        before = {name: getattr(self, name) for name in assignments if name in self._defaults}
+    def overridden(self, values: dict[str, Any]):
+        """Within the block, each ``name: value`` of ``values`` (from ``parse``) is in force; after it, the
+        values they replaced are back."""
+        before = {name: getattr(self, name) for name in values}
         try:
-            for name, text in assignments.items():
-                self.set(name, text)
+            for name, value in values.items():
+                setattr(self, name, value)
             yield
         finally:
             for name, value in before.items():

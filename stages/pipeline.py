@@ -63,11 +63,13 @@ class GroupValues(Stage):
         return "one value per group cell, by noisy argmax"
 
     def children(self, rho: float, theta: int) -> tuple[Node, ...]:
-        each = rho / len(self.columns)
-        return tuple(Node(g.column, 1 / len(self.columns),
-                          f"per {' × '.join(g.within)}: {rounds_needed(g.low, g.high, g.step)} round(s) of noisy "
-                          f"histograms, noise sd {gaussian_sigma(theta, each / rounds_needed(g.low, g.high, g.step)):.3g}"
-                          f" rows per bin") for g in self.columns)
+        out = []
+        for g in self.columns:
+            rounds = rounds_needed(g.low, g.high, g.step)
+            sigma = gaussian_sigma(theta, rho / len(self.columns) / rounds)
+            out.append(Node(g.column, 1 / len(self.columns), f"per {' × '.join(g.within)}: {rounds} round(s) of "
+                            f"noisy histograms, noise sd {sigma:.3g} rows per bin"))
+        return tuple(out)
 
     def before(self, private: PrivateTable, env: Env) -> None:
         """Privacy cost: the node's rho, an equal part per column."""

@@ -47,7 +47,7 @@ from lib.domain import scale_to_unit
 from lib.marginals import cell_index
 from lib.privacy.private_table import PrivateTable
 from lib.privacy.queries import Marginal, Moments
-from lib.tilting import denoised_answers, effective_share, posterior, prior_sd, resample, tempered, tilt
+from lib.tilting import denoised_answers, effective_share, prior_sd, resample, tempered, tilt
 from lib.tuning import T
 from method.base import OptionError, RunContext
 
@@ -308,8 +308,7 @@ def fitted_weights(blocks: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]], 
     support = np.unique(matrix, axis=0)
     if len(support) > T.tilting_support_cap:
         support = support[rng.choice(len(support), T.tilting_support_cap, replace=False)]
-    estimates = denoised_answers(support, noisy, noise_sd, synthetic, prior)
-    _, estimate_sd = posterior(noisy, noise_sd, synthetic, prior)
+    estimates, estimate_sd = denoised_answers(support, noisy, noise_sd, synthetic, prior)
     qbar = matrix[:, varying] - estimates[varying]
     tolerance = T.reweight_band * estimate_sd[varying]
     labels, sizes = np.unique(groups, return_inverse=True, return_counts=True)[1:]

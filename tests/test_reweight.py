@@ -60,9 +60,9 @@ def test_denoised_answers_follow_the_more_precise_source():
     p = np.array([3.0, 1.0, 2.0, 0.0, 4.0, 5.0]) / 15
     truth, synthetic = support.T @ p, support.T @ np.full(6, 1 / 6)
     tiny, huge = np.full(3, 1e-6), np.full(3, 1e3)
-    assert np.allclose(denoised_answers(support, truth, tiny, synthetic, huge), truth, atol=1e-5)
-    assert np.allclose(denoised_answers(support, truth, huge, synthetic, tiny), synthetic, atol=1e-5)
-    halfway = denoised_answers(support, truth, np.ones(3), synthetic, np.ones(3))  # equal precision: the middle
+    assert np.allclose(denoised_answers(support, truth, tiny, synthetic, huge)[0], truth, atol=1e-5)
+    assert np.allclose(denoised_answers(support, truth, huge, synthetic, tiny)[0], synthetic, atol=1e-5)
+    halfway, _ = denoised_answers(support, truth, np.ones(3), synthetic, np.ones(3))  # equal precision: the middle
     assert np.allclose(halfway, (truth + synthetic) / 2, atol=1e-5)
 
 
