@@ -1,7 +1,7 @@
 """The Python API: release a private table under every run of a parameters file.
 
     import pandas as pd
-    from api import release
+    from dpsyn.api import release
     runs = release(pd.read_csv("private.csv", dtype=str), "parameters.json",
                    public=pd.read_csv("public.csv", dtype=str))
     for run in runs:
@@ -33,34 +33,35 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from dataloader.encoding import DEFAULT_BINS, Encoder
-from dataloader.draft import draft_parameters
-from dataloader.reading import (ON_INVALID, DataError, as_text, check_columns, individual_ids, public_ranges,
-                                read_csv_text, read_header, read_table, validate)
-from dataloader.rules import violations
-from dataloader.schema import (NUMERIC, Run, Schema, SchemaError, check_distinct, delta_warnings, load_schema,
-                               parse_schema)
-from dataloader.structure import Structure, detect, null_switches, switch_cuts
-from dataloader.writing import StagedFiles, SubmissionWriter, check_writable
-from budget import METHOD, plan_run
-from lib.constraints import Boxes
-from lib.privacy.accounting import BudgetExceeded, Ledger, classic_rho_from_eps_delta
-from lib.privacy.mechanisms import NoiseTooLarge
-from lib.privacy.plan import Plan
-from lib.marginals import cell_index
-from lib.privacy.private_table import Measurement, PrivateTable, Selection
-from lib.progress import log_above_bars, progress
-from method import METHODS
-from method.base import Method, OptionError, PublicData, RunContext, SynthesisResult
-from stages import Env
-from stages.pipeline import Pipeline, records_of, stages_of
-from stages.reweight import ReweightSpec, parse_reweight, reweight_cell_problems, with_bounds
+from dpsyn.dataloader.encoding import DEFAULT_BINS, Encoder
+from dpsyn.dataloader.draft import draft_parameters
+from dpsyn.dataloader.reading import (ON_INVALID, DataError, as_text, check_columns, individual_ids, public_ranges,
+                                      read_csv_text, read_header, read_table, validate)
+from dpsyn.dataloader.rules import violations
+from dpsyn.dataloader.schema import (NUMERIC, Run, Schema, SchemaError, check_distinct, delta_warnings, load_schema,
+                                     parse_schema)
+from dpsyn.dataloader.structure import Structure, detect, null_switches, switch_cuts
+from dpsyn.dataloader.writing import StagedFiles, SubmissionWriter, check_writable
+from dpsyn.budget import METHOD, plan_run
+from dpsyn.lib.constraints import Boxes
+from dpsyn.lib.extras import MissingExtra, require
+from dpsyn.lib.privacy.accounting import BudgetExceeded, Ledger, classic_rho_from_eps_delta
+from dpsyn.lib.privacy.mechanisms import NoiseTooLarge
+from dpsyn.lib.privacy.plan import Plan
+from dpsyn.lib.marginals import cell_index
+from dpsyn.lib.privacy.private_table import Measurement, PrivateTable, Selection
+from dpsyn.lib.progress import log_above_bars, progress
+from dpsyn.method import METHODS
+from dpsyn.method.base import Method, OptionError, PublicData, RunContext, SynthesisResult
+from dpsyn.stages import Env
+from dpsyn.stages.pipeline import Pipeline, records_of, stages_of
+from dpsyn.stages.reweight import ReweightSpec, parse_reweight, reweight_cell_problems, with_bounds
 
 log = logging.getLogger("dpsyn")
 
 DEFAULT_ID_COLUMN = "sim_individual_id"
 DEFAULT_GROUP_COLUMNS = ("PUMA", "YEAR")
-BAD_INPUT = (SchemaError, DataError, OptionError, NoiseTooLarge, BudgetExceeded)
+BAD_INPUT = (SchemaError, DataError, OptionError, NoiseTooLarge, BudgetExceeded, MissingExtra)
 """What ``release`` raises for bad input; each has a message of one line per problem."""
 
 
@@ -208,6 +209,7 @@ def _reweighting(schema: Schema, s: Settings) -> ReweightSpec | None:
     """The settings' reweighting request checked against the schema (None without one)."""
     if s.reweight is None:
         return None
+    require("cvxpy", "reweighting")
     return parse_reweight(s.reweight, schema.names, [c.name for c in schema.columns if c.kind == NUMERIC],
                           s.reweight_share, s.reweight_floor)
 

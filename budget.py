@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import math
 
-from dataloader.schema import Run
-from lib.privacy.accounting import rho_from_eps_delta
-from lib.privacy.plan import Node, Plan
-from method.base import Method
-from stages.pipeline import Pipeline
+from dpsyn.dataloader.schema import Run
+from dpsyn.lib.privacy.accounting import rho_from_eps_delta
+from dpsyn.lib.privacy.plan import Node, Plan
+from dpsyn.method.base import Method
+from dpsyn.stages.pipeline import Pipeline
 
 METHOD = "method"  # the method's node: the rest of the run's rho
 

@@ -1,30 +1,42 @@
 """Differentially private synthetic data release: the command line, a thin wrapper over api.py.
 
-    python main.py --params parameters.json --private private.csv [--public public.csv] --output out.csv
-    python main.py validate --params parameters.json --submission out.csv
+    dpsyn --params parameters.json --private private.csv [--public public.csv] --output out.csv
+    dpsyn validate --params parameters.json --submission out.csv
 
-Synthesis is the default command; see ``python main.py --help``.  The evaluation commands
-(score, report) import scikit-learn and matplotlib only when they run.
+``dpsyn`` is the installed command; in a checkout ``python main.py`` is the same.  Synthesis is the
+default command; see ``dpsyn --help``.  The evaluation commands (score, report) import scikit-learn
+and matplotlib only when they run.
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib.util
 import json
 import logging
 import sys
 from pathlib import Path
 
-from api import BAD_INPUT, DEFAULT_ID_COLUMN, Settings, draft_schema, ledger_path, plan, release, resolve_group_columns
-from dataloader.encoding import DEFAULT_BINS
-from dataloader.reading import ON_INVALID, DataError
-from dataloader.schema import NUMERIC, SchemaError, load_schema
-from dataloader.submission import check_submission
-from dataloader.writing import StagedFiles, check_writable, committed_paths
-from lib.interrupts import raise_on_stop
-from lib.tuning import T
-from method import METHODS
-from method.base import OptionError, flag
+if __name__ == "__main__" and not __package__:
+    # `python main.py`: this checkout is the package dpsyn for this process, installed or not, so the
+    # command runs the code beside it and never another installed copy.
+    _spec = importlib.util.spec_from_file_location("dpsyn", Path(__file__).resolve().with_name("__init__.py"),
+                                                   submodule_search_locations=[str(Path(__file__).resolve().parent)])
+    sys.modules["dpsyn"] = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(sys.modules["dpsyn"])
+
+from dpsyn.api import (BAD_INPUT, DEFAULT_ID_COLUMN, Settings, draft_schema, ledger_path, plan, release,
+                       resolve_group_columns)
+from dpsyn.dataloader.encoding import DEFAULT_BINS
+from dpsyn.dataloader.reading import ON_INVALID, DataError
+from dpsyn.dataloader.schema import NUMERIC, SchemaError, load_schema
+from dpsyn.dataloader.submission import check_submission
+from dpsyn.dataloader.writing import StagedFiles, check_writable, committed_paths
+from dpsyn.lib.extras import require
+from dpsyn.lib.interrupts import raise_on_stop
+from dpsyn.lib.tuning import T
+from dpsyn.method import METHODS
+from dpsyn.method.base import OptionError, flag
 
 COMMANDS = ("synthesize", "validate", "score", "report", "plan", "schema")
 
@@ -42,7 +54,7 @@ OPTION_PREFIX = "method_option_"
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="main.py",
+        prog=Path(sys.argv[0]).name if sys.argv[0].endswith("dpsyn") else "main.py",
         description="Release a differentially private synthetic copy of a table. The default command, "
                     "'synthesize', reads a parameters file (privacy budgets + schema) and a private CSV, "
                     "and writes one submission CSV holding every run plus one privacy-ledger JSON per run.",
@@ -236,6 +248,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "validate":
             return validate_command(args)
+        if args.command in ("score", "report"):
+            for module in ("sklearn", "matplotlib"):
+                require(module, f"dpsyn {args.command}")
         if args.command == "score":
             return score_command(args)
         if args.command == "report":
@@ -390,7 +405,7 @@ def validate_command(args) -> int:
 
 
 def _evaluation_setup(args):
-    from evaluation.scoring import EvaluationOptions, read_for_evaluation
+    from dpsyn.evaluation.scoring import EvaluationOptions, read_for_evaluation
     schema = load_schema(args.params)
     problems = [f"--{opt} {name}: not a schema column" for opt, name in
                 (("target", args.target), ("sensitive", args.sensitive)) if name and name not in schema.names]
@@ -414,7 +429,7 @@ def _evaluation_setup(args):
 
 
 def score_command(args) -> int:
-    from evaluation.scoring import Evaluator, format_table, read_for_evaluation
+    from dpsyn.evaluation.scoring import Evaluator, format_table, read_for_evaluation
     schema, options, real = _evaluation_setup(args)
     if args.json_out is not None:
         check_writable(args.json_out)
@@ -434,8 +449,8 @@ def score_command(args) -> int:
 
 
 def report_command(args) -> int:
-    from evaluation.report import ledgers_beside, write_report
-    from evaluation.scoring import read_for_evaluation
+    from dpsyn.evaluation.report import ledgers_beside, write_report
+    from dpsyn.evaluation.scoring import read_for_evaluation
     schema, options, real = _evaluation_setup(args)
     output = check_writable(args.output)
     methods, inputs, ledgers = {}, {"parameters": str(args.params), "real": str(args.real)}, {}

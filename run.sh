@@ -6,7 +6,8 @@
 # ./run.sh OPTIONS    the demo release with extra main.py options, e.g. ./run.sh --seed 1
 #
 # Installs come from requirements.lock (every package and its dependencies, exact versions and
-# hashes); with a wheelhouse/ folder they use it alone and never reach a package index.
+# hashes); with a wheelhouse/ folder they use it alone and never reach a package index.  The checkout
+# is then installed editable, so `.venv/bin/dpsyn` and `import dpsyn` run this code.
 set -euo pipefail
 cd "$(dirname "$0")"
 VENV=.venv
@@ -23,7 +24,8 @@ with tempfile.TemporaryDirectory() as tmp:
     subprocess.run([sys.executable, "-m", "venv", venv], check=True)
     py = str(venv / "bin" / "python")
     subprocess.run([py, "-m", "pip", "install", "-q", "-r", "requirements.txt"], check=True)
-    frozen = subprocess.run([py, "-m", "pip", "freeze"], check=True, capture_output=True, text=True).stdout.split()
+    frozen = subprocess.run([py, "-m", "pip", "freeze", "--all", "--exclude", "pip"], check=True, capture_output=True,
+                            text=True).stdout.split()
     (pathlib.Path(tmp) / "frozen.txt").write_text("\n".join(frozen) + "\n")
     wheels = pathlib.Path(tmp) / "wheels"
     platforms = [f"--platform={p}" for p in ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64",
@@ -53,7 +55,7 @@ if [ "${1:-}" = "bundle" ]; then
   exit 0
 fi
 
-if [ ! -x "$VENV/bin/python" ] || ! cmp -s "$LOCK" "$VENV/.installed-requirements"; then
+if [ ! -x "$VENV/bin/python" ] || ! cat "$LOCK" pyproject.toml | cmp -s - "$VENV/.installed-requirements"; then
   source=()
   if [ -d "$WHEELHOUSE" ]; then
     source=(--no-index --find-links "$WHEELHOUSE")
@@ -64,7 +66,9 @@ if [ ! -x "$VENV/bin/python" ] || ! cmp -s "$LOCK" "$VENV/.installed-requirement
   python3 -m venv "$VENV"
   "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --require-hashes --no-deps \
     ${source[@]+"${source[@]}"} -r "$LOCK"
-  cp "$LOCK" "$VENV/.installed-requirements"
+  # the checkout itself, editable, as the package dpsyn with its `dpsyn` command (nothing downloaded)
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation --no-index -e .
+  cat "$LOCK" pyproject.toml > "$VENV/.installed-requirements"
 fi
 if [ "${1:-}" = "test" ]; then
   shift

@@ -22,12 +22,12 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from api import EncodedTable, synthesize_run  # noqa: E402
-from dataloader.encoding import Encoder  # noqa: E402
-from dataloader.schema import Run, parse_schema  # noqa: E402
-from lib.audit import AuditResult, epsilon_lower_bound  # noqa: E402
-from lib.privacy.private_table import PrivateTable  # noqa: E402
-from method import METHODS  # noqa: E402
+from dpsyn.api import EncodedTable, synthesize_run  # noqa: E402
+from dpsyn.dataloader.encoding import Encoder  # noqa: E402
+from dpsyn.dataloader.schema import Run, parse_schema  # noqa: E402
+from dpsyn.lib.audit import AuditResult, epsilon_lower_bound  # noqa: E402
+from dpsyn.lib.privacy.private_table import PrivateTable  # noqa: E402
+from dpsyn.method import METHODS  # noqa: E402
 
 BASE_ROWS = 300
 SCHEMA = parse_schema({"runs": [{"epsilon": 1, "delta": 1e-6, "max_records": 10_000,

@@ -21,8 +21,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from lib.audit import chi_square_gof, discrete_gaussian_pmf, discrete_laplace_pmf  # noqa: E402
-from lib.privacy.samplers import discrete_gaussian, discrete_laplace, gaussian_parameters  # noqa: E402
+from dpsyn.lib.audit import chi_square_gof, discrete_gaussian_pmf, discrete_laplace_pmf  # noqa: E402
+from dpsyn.lib.privacy.samplers import discrete_gaussian, discrete_laplace, gaussian_parameters  # noqa: E402
 
 SIGMAS = (0.5, 3.0, 40.0, 1e4, 1e6)
 LAPLACE = ((1, 2), (3, 1), (40, 1), (7, 3))

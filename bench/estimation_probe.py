@@ -29,13 +29,13 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from api import release  # noqa: E402
+from dpsyn.api import release  # noqa: E402
 from bench import peers  # noqa: E402
 from bench.run_bench import DATASETS  # noqa: E402
-from dataloader.schema import parse_schema  # noqa: E402
-from evaluation.scoring import EvaluationOptions, Evaluator  # noqa: E402
-from lib.privacy.private_table import Measurement  # noqa: E402
-from lib.privacy.queries import Marginal  # noqa: E402
+from dpsyn.dataloader.schema import parse_schema  # noqa: E402
+from dpsyn.evaluation.scoring import EvaluationOptions, Evaluator  # noqa: E402
+from dpsyn.lib.privacy.private_table import Measurement  # noqa: E402
+from dpsyn.lib.privacy.queries import Marginal  # noqa: E402
 
 ITERATIONS = 2000  # mirror-descent steps (AIM's final fit takes 3000 from a warm start)
 MAX_MODEL_MB = peers.AIM_MAX_MODEL_MB  # a larger junction tree is not fitted (AIM's own limit)

@@ -22,8 +22,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.run_bench import DATASETS, sprint2  # noqa: E402
-from dataloader.schema import parse_schema  # noqa: E402
-from evaluation.scoring import EvaluationOptions, Evaluator  # noqa: E402
+from dpsyn.dataloader.schema import parse_schema  # noqa: E402
+from dpsyn.evaluation.scoring import EvaluationOptions, Evaluator  # noqa: E402
 
 SEEDS = 2
 

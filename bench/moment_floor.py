@@ -23,9 +23,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.run_bench import DATASETS  # noqa: E402
-from dataloader.schema import NUMERIC, parse_schema  # noqa: E402
-from lib.privacy.accounting import gaussian_sigma, rho_from_eps_delta  # noqa: E402
-from lib.privacy.queries import Moments  # noqa: E402
+from dpsyn.dataloader.schema import NUMERIC, parse_schema  # noqa: E402
+from dpsyn.lib.privacy.accounting import gaussian_sigma, rho_from_eps_delta  # noqa: E402
+from dpsyn.lib.privacy.queries import Moments  # noqa: E402
 
 DRAWS = 200
 

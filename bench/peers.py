@@ -42,7 +42,7 @@ import time
 
 import numpy as np
 
-from lib.privacy.accounting import rho_from_eps_delta
+from dpsyn.lib.privacy.accounting import rho_from_eps_delta
 
 MST_ITERS = 3000
 AIM_ITERS = 300

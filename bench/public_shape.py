@@ -24,12 +24,12 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from api import release  # noqa: E402
+from dpsyn.api import release  # noqa: E402
 from bench.sprint2_generator import SPRINT2_PARAMS, generate  # noqa: E402
-from dataloader.encoding import Encoder  # noqa: E402
-from dataloader.reading import as_text, public_ranges, validate  # noqa: E402
-from dataloader.schema import parse_schema  # noqa: E402
-from lib.marginals import count_marginal  # noqa: E402
+from dpsyn.dataloader.encoding import Encoder  # noqa: E402
+from dpsyn.dataloader.reading import as_text, public_ranges, validate  # noqa: E402
+from dpsyn.dataloader.schema import parse_schema  # noqa: E402
+from dpsyn.lib.marginals import count_marginal  # noqa: E402
 
 GROUPS = ("PUMA", "YEAR")
 

@@ -25,8 +25,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from lib.measurement import Target  # noqa: E402
-from lib import relaxed  # noqa: E402
+from dpsyn.lib.measurement import Target  # noqa: E402
+from dpsyn.lib import relaxed  # noqa: E402
 
 SIZES = (9, 16, 7, 15, 6, 5, 2, 42, 2)  # Adult's categorical columns; the last is the label
 NUMERIC, NULLABLE = 6, (False, False, False, False, True, True)

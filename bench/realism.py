@@ -24,11 +24,11 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from api import release  # noqa: E402
-from dataloader.rules import violations  # noqa: E402
-from dataloader.schema import NUMERIC, load_schema  # noqa: E402
-from evaluation.metrics import marginal_tvd  # noqa: E402
-from evaluation.scoring import EvaluationOptions, Evaluator  # noqa: E402
+from dpsyn.api import release  # noqa: E402
+from dpsyn.dataloader.rules import violations  # noqa: E402
+from dpsyn.dataloader.schema import NUMERIC, load_schema  # noqa: E402
+from dpsyn.evaluation.metrics import marginal_tvd  # noqa: E402
+from dpsyn.evaluation.scoring import EvaluationOptions, Evaluator  # noqa: E402
 
 DEMO = ROOT / "data" / "demo"
 

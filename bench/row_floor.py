@@ -21,8 +21,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.run_bench import DATASETS  # noqa: E402
-from dataloader.schema import parse_schema  # noqa: E402
-from evaluation.mixed import MixedWorkload  # noqa: E402
+from dpsyn.dataloader.schema import parse_schema  # noqa: E402
+from dpsyn.evaluation.mixed import MixedWorkload  # noqa: E402
 
 SEEDS = 3
 

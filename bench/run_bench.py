@@ -64,13 +64,13 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from api import release  # noqa: E402
-from dataloader.encoding import Encoder  # noqa: E402
-from dataloader.reading import public_ranges, read_csv_text, validate  # noqa: E402
-from dataloader.schema import parse_schema  # noqa: E402
-from evaluation.scoring import EvaluationOptions, Evaluator  # noqa: E402
-from lib.privacy.bounding import bound_contributions  # noqa: E402
-from lib.tuning import T
+from dpsyn.api import release  # noqa: E402
+from dpsyn.dataloader.encoding import Encoder  # noqa: E402
+from dpsyn.dataloader.reading import public_ranges, read_csv_text, validate  # noqa: E402
+from dpsyn.dataloader.schema import parse_schema  # noqa: E402
+from dpsyn.evaluation.scoring import EvaluationOptions, Evaluator  # noqa: E402
+from dpsyn.lib.privacy.bounding import bound_contributions  # noqa: E402
+from dpsyn.lib.tuning import T
 
 SHARED = Path(os.environ.get("BENCH_DATA", ROOT.parent / "shared" / "data"))  # BENCH_DATA: a copy elsewhere
 VARIANTS = {"histogram": ("histogram", {}), "dpsyn": ("dpsyn", {}), "dpsyn-select": ("dpsyn", {"marginals": "select"}),

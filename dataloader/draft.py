@@ -19,7 +19,7 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from lib.tuning import T
+from dpsyn.lib.tuning import T
 
 DRAFT_EPSILONS = (0.1, 1.0, 10.0)
 DRAFT_DELTA = 1e-10

@@ -27,9 +27,9 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from dataloader.rules import rule_cuts
-from dataloader.schema import CATEGORICAL, Column, Schema, category_list
-from lib.domain import Domain
+from dpsyn.dataloader.rules import rule_cuts
+from dpsyn.dataloader.schema import CATEGORICAL, Column, Schema, category_list
+from dpsyn.lib.domain import Domain
 
 DEFAULT_BINS = 20
 MAX_INFERRED_DECIMALS = 6

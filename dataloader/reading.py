@@ -22,8 +22,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from dataloader.schema import CATEGORICAL, MAX_MAGNITUDE, Column, Schema, category_list
-from lib.progress import progress
+from dpsyn.dataloader.schema import CATEGORICAL, MAX_MAGNITUDE, Column, Schema, category_list
+from dpsyn.lib.progress import progress
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from dataloader.schema import CATEGORICAL, Column, category_list
+from dpsyn.dataloader.schema import CATEGORICAL, Column, category_list
 
 ORDER_OPS = ("<", "<=", ">", ">=")
 _TOKEN = re.compile(r"<=>|⇔|=>|⇒|<=|>=|!=|≤|≥|≠|=|<|>|\{|\}|,|[^\s<>=!{},⇒⇔≤≥≠]+")

@@ -178,7 +178,7 @@ def parse_schema(raw: object) -> Schema:
     _check_declarations(columns, by_name, problems)
     if problems:
         raise SchemaError(problems)
-    from dataloader.rules import parse_rules  # rules parse against the columns parsed here
+    from dpsyn.dataloader.rules import parse_rules  # rules parse against the columns parsed here
     rules = parse_rules(raw.get("constraints"), by_name, problems)
     distinct = check_distinct(raw.get("distinct_per_individual", []), by_name, "distinct_per_individual",
                               problems)

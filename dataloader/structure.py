@@ -25,11 +25,11 @@ import numpy as np
 import pandas as pd
 from scipy.special import logsumexp
 
-from dataloader.encoding import Encoder
-from dataloader.rules import Atom
-from dataloader.schema import CATEGORICAL, Column, Schema
-from lib.constraints import Box, Boxes, Derivation, NullLink
-from lib.tuning import T
+from dpsyn.dataloader.encoding import Encoder
+from dpsyn.dataloader.rules import Atom
+from dpsyn.dataloader.schema import CATEGORICAL, Column, Schema
+from dpsyn.lib.constraints import Box, Boxes, Derivation, NullLink
+from dpsyn.lib.tuning import T
 
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dataloader.reading import DataError, validate
-from dataloader.schema import Schema
+from dpsyn.dataloader.reading import DataError, validate
+from dpsyn.dataloader.schema import Schema
 
 
 def check_submission(schema: Schema, path: str | Path) -> list[str]:

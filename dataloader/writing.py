@@ -23,9 +23,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 
-from dataloader.reading import DataError
-from dataloader.schema import CATEGORICAL, Column, Schema
-from lib.interrupts import held
+from dpsyn.dataloader.reading import DataError
+from dpsyn.dataloader.schema import CATEGORICAL, Column, Schema
+from dpsyn.lib.interrupts import held
 
 log = logging.getLogger(__name__)
 

@@ -23,9 +23,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from dataloader.encoding import DEFAULT_BINS, numeric_edges
-from dataloader.reading import category_codes
-from dataloader.schema import CATEGORICAL, Column, Schema, category_list
+from dpsyn.dataloader.encoding import DEFAULT_BINS, numeric_edges
+from dpsyn.dataloader.reading import category_codes
+from dpsyn.dataloader.schema import CATEGORICAL, Column, Schema, category_list
 
 _QUARTER_HOURS = [h * 100 + m for h in range(24) for m in (0, 15, 30, 45)]
 SPRINT2_EDGES = {

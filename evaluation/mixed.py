@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from dataloader.schema import CATEGORICAL, Schema
+from dpsyn.dataloader.schema import CATEGORICAL, Schema
 
 QUERIES = 1000
 

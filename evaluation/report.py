@@ -32,11 +32,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from dataloader.writing import StagedFiles  # noqa: E402
-from dataloader.schema import Schema  # noqa: E402
-from evaluation.metrics import marginal_tvd  # noqa: E402
-from evaluation.scoring import WARNING, EvaluationOptions, Evaluator  # noqa: E402
-from lib.marginals import count_marginal  # noqa: E402
+from dpsyn.dataloader.writing import StagedFiles  # noqa: E402
+from dpsyn.dataloader.schema import Schema  # noqa: E402
+from dpsyn.evaluation.metrics import marginal_tvd  # noqa: E402
+from dpsyn.evaluation.scoring import WARNING, EvaluationOptions, Evaluator  # noqa: E402
+from dpsyn.lib.marginals import count_marginal  # noqa: E402
 
 MAX_TICK_LABELS = 12  # categories drawn one by one; a column with more shows its most common ones and "other"
 METRICS = (

@@ -21,13 +21,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dataloader.encoding import DEFAULT_BINS
-from dataloader.reading import DataError, read_header, read_table
-from dataloader.schema import Schema
-from evaluation.binning import encode_for_evaluation, evaluation_coders
-from evaluation.metrics import draw_pairs, k_marginal_score, workload_errors, workload_subsets
-from evaluation.mixed import MixedWorkload
-from evaluation.utility import UtilityTest
+from dpsyn.dataloader.encoding import DEFAULT_BINS
+from dpsyn.dataloader.reading import DataError, read_header, read_table
+from dpsyn.dataloader.schema import Schema
+from dpsyn.evaluation.binning import encode_for_evaluation, evaluation_coders
+from dpsyn.evaluation.metrics import draw_pairs, k_marginal_score, workload_errors, workload_subsets
+from dpsyn.evaluation.mixed import MixedWorkload
+from dpsyn.evaluation.utility import UtilityTest
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from sklearn.metrics import accuracy_score, f1_score
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
-from dataloader.schema import CATEGORICAL, Schema
+from dpsyn.dataloader.schema import CATEGORICAL, Schema
 
 MAX_TRAIN = 100_000
 

@@ -20,8 +20,8 @@ import itertools
 
 import numpy as np
 
-from lib.measurement import Target
-from lib.tuning import T
+from dpsyn.lib.measurement import Target
+from dpsyn.lib.tuning import T
 
 
 

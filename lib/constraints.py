@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from lib.tuning import T
+from dpsyn.lib.tuning import T
 
 
 

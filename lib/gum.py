@@ -23,8 +23,8 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from lib.constraints import NO_BOXES, Boxes, record_forbidden, repair
-from lib.measurement import Target
+from dpsyn.lib.constraints import NO_BOXES, Boxes, record_forbidden, repair
+from dpsyn.lib.measurement import Target
 
 
 @dataclass(frozen=True)

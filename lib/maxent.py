@@ -26,9 +26,9 @@ from functools import cached_property
 
 import numpy as np
 
-from lib.measurement import Target
+from dpsyn.lib.measurement import Target
 
-from lib.raking import systematic_draw
+from dpsyn.lib.raking import systematic_draw
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ import numba
 import numpy as np
 from scipy import sparse
 
-from lib.measurement import Target
+from dpsyn.lib.measurement import Target
 
 
 def rake(records: np.ndarray, margins: list[Target], passes: int) -> np.ndarray:

@@ -26,8 +26,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from lib.measurement import Target
-from lib.tuning import T
+from dpsyn.lib.measurement import Target
+from dpsyn.lib.tuning import T
 
 
 

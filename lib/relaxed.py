@@ -32,8 +32,8 @@ from dataclasses import dataclass
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from lib.measurement import Target
-from lib.tuning import T
+from dpsyn.lib.measurement import Target
+from dpsyn.lib.tuning import T
 
 DEVICES = ("cpu", "gpu")
 FAR = 1e4  # an edge beyond every projection's range: its sigmoid is exactly 0 or 1 in float32

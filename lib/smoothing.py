@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from lib.tuning import T
+from dpsyn.lib.tuning import T
 
 
 

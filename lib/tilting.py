@@ -27,8 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import logsumexp, softmax
 
-from lib.raking import systematic_draw
-from lib.tuning import T
+from dpsyn.lib.raking import systematic_draw
+from dpsyn.lib.tuning import T
 
 
 

@@ -60,22 +60,22 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from lib.consistency import fit_to_margins, make_consistent
-from lib.constraints import NO_BOXES, Boxes
-from lib.exchange import exchange_unmeasured
-from lib.smoothing import smooth
-from lib.gum import GumOptions, gum
-from lib.marginals import clip_and_normalise, count_marginal
-from lib.maxent import draw, fit, junction_tree
-from lib.measurement import Target
-from lib.privacy.private_table import PrivateTable
-from lib.privacy.queries import Marginal
-from lib.progress import progress
-from lib.tuning import T
-from method.base import RunContext, spread
-from method.groups import base_size, smoothed_counts, start_records
-from method.selection import allocate
-from method.split_columns import SplitColumns
+from dpsyn.lib.consistency import fit_to_margins, make_consistent
+from dpsyn.lib.constraints import NO_BOXES, Boxes
+from dpsyn.lib.exchange import exchange_unmeasured
+from dpsyn.lib.smoothing import smooth
+from dpsyn.lib.gum import GumOptions, gum
+from dpsyn.lib.marginals import clip_and_normalise, count_marginal
+from dpsyn.lib.maxent import draw, fit, junction_tree
+from dpsyn.lib.measurement import Target
+from dpsyn.lib.privacy.private_table import PrivateTable
+from dpsyn.lib.privacy.queries import Marginal
+from dpsyn.lib.progress import progress
+from dpsyn.lib.tuning import T
+from dpsyn.method.base import RunContext, spread
+from dpsyn.method.groups import base_size, smoothed_counts, start_records
+from dpsyn.method.selection import allocate
+from dpsyn.method.split_columns import SplitColumns
 
 log = logging.getLogger(__name__)
 

@@ -27,10 +27,10 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from lib.constraints import NO_BOXES, Boxes
-from lib.domain import Domain
-from lib.privacy.plan import Node
-from lib.privacy.private_table import PrivateTable
+from dpsyn.lib.constraints import NO_BOXES, Boxes
+from dpsyn.lib.domain import Domain
+from dpsyn.lib.privacy.plan import Node
+from dpsyn.lib.privacy.private_table import PrivateTable
 
 
 class OptionError(ValueError):

@@ -21,12 +21,12 @@ import math
 
 import numpy as np
 
-from lib.marginals import clip_and_normalise
-from lib.privacy.private_table import PrivateTable
-from lib.privacy.queries import Marginal
-from lib.tuning import T
-from method.adaptive import NOISE_L1
-from method.base import RunContext
+from dpsyn.lib.marginals import clip_and_normalise
+from dpsyn.lib.privacy.private_table import PrivateTable
+from dpsyn.lib.privacy.queries import Marginal
+from dpsyn.lib.tuning import T
+from dpsyn.method.adaptive import NOISE_L1
+from dpsyn.method.base import RunContext
 
 log = logging.getLogger(__name__)
 

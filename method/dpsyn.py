@@ -30,22 +30,22 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lib.consistency import common_total, make_consistent
-from lib.gum import gum
-from lib.marginals import count_marginal
-from lib.measurement import Target
-from lib.privacy.plan import Node
-from lib.privacy.private_table import PrivateTable
-from lib.privacy.queries import DependencyScores, Marginal
-from lib.tuning import T
-from method.base import Method, PublicData, RunContext, SynthesisResult, option, spread
-from method.dependent_pairs import measure_dependent_pairs
-from method.group_columns import measure_group_columns
-from method.groups import (GUM_MOVES, OWN_RAKE, OWN_REWRITE, RAKE, REWRITE, assigned_rows, base_size, group_sizes, own_pools, smoothed_counts, start_records, synthesize_groups)
-from method.adaptive import measure_adaptively
-from method.planner import (ADAPTIVE, ALL, AUTO, MARGINAL_CHOICES, ONE_WAY, PLANNERS, PUBLIC, REGIMES, SELECT,
-                            TWO_WAY, make_plan, needs_total, total_share)
-from method.selection import allocate, greedy_pairs
+from dpsyn.lib.consistency import common_total, make_consistent
+from dpsyn.lib.gum import gum
+from dpsyn.lib.marginals import count_marginal
+from dpsyn.lib.measurement import Target
+from dpsyn.lib.privacy.plan import Node
+from dpsyn.lib.privacy.private_table import PrivateTable
+from dpsyn.lib.privacy.queries import DependencyScores, Marginal
+from dpsyn.lib.tuning import T
+from dpsyn.method.base import Method, PublicData, RunContext, SynthesisResult, option, spread
+from dpsyn.method.dependent_pairs import measure_dependent_pairs
+from dpsyn.method.group_columns import measure_group_columns
+from dpsyn.method.groups import (GUM_MOVES, OWN_RAKE, OWN_REWRITE, RAKE, REWRITE, assigned_rows, base_size, group_sizes, own_pools, smoothed_counts, start_records, synthesize_groups)
+from dpsyn.method.adaptive import measure_adaptively
+from dpsyn.method.planner import (ADAPTIVE, ALL, AUTO, MARGINAL_CHOICES, ONE_WAY, PLANNERS, PUBLIC, REGIMES, SELECT,
+                                  TWO_WAY, make_plan, needs_total, total_share)
+from dpsyn.method.selection import allocate, greedy_pairs
 
 log = logging.getLogger(__name__)
 

@@ -10,15 +10,15 @@ from multiprocessing import get_context
 
 import numpy as np
 
-from lib.consistency import fit_to_margins
-from lib.constraints import NO_BOXES, Boxes
-from lib.gum import GumOptions, gum
-from lib.marginals import clip_and_normalise
-from lib.measurement import Target
-from lib.progress import progress
-from lib.raking import balanced_groups, rake, rake_groups, stratified_order, systematic_draw
-from lib.shrinkage import shrink_counts
-from lib.tuning import T
+from dpsyn.lib.consistency import fit_to_margins
+from dpsyn.lib.constraints import NO_BOXES, Boxes
+from dpsyn.lib.gum import GumOptions, gum
+from dpsyn.lib.marginals import clip_and_normalise
+from dpsyn.lib.measurement import Target
+from dpsyn.lib.progress import progress
+from dpsyn.lib.raking import balanced_groups, rake, rake_groups, stratified_order, systematic_draw
+from dpsyn.lib.shrinkage import shrink_counts
+from dpsyn.lib.tuning import T
 
 log = logging.getLogger(__name__)
 

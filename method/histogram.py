@@ -15,13 +15,13 @@ import logging
 
 import numpy as np
 
-from lib.consistency import common_total
-from lib.marginals import clip_and_normalise
-from lib.privacy.private_table import PrivateTable
-from lib.privacy.queries import Marginal
-from lib.tuning import T
-from method.base import Method, PublicData, RunContext, SynthesisResult
-from method.groups import group_sizes
+from dpsyn.lib.consistency import common_total
+from dpsyn.lib.marginals import clip_and_normalise
+from dpsyn.lib.privacy.private_table import PrivateTable
+from dpsyn.lib.privacy.queries import Marginal
+from dpsyn.lib.tuning import T
+from dpsyn.method.base import Method, PublicData, RunContext, SynthesisResult
+from dpsyn.method.groups import group_sizes
 
 log = logging.getLogger(__name__)
 

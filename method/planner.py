@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from lib.tuning import T
+from dpsyn.lib.tuning import T
 
 PUBLIC, ONE_WAY, TWO_WAY, ADAPTIVE = "public", "one-way", "two-way", "adaptive"
 REGIMES = (PUBLIC, ONE_WAY, TWO_WAY, ADAPTIVE)

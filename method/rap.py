@@ -69,18 +69,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lib import record_fit, relaxed
-from lib.constraints import NO_BOXES
-from lib.consistency import common_total
-from lib.domain import scale_to_unit
-from lib.exchange import exchange_unmeasured
-from lib.measurement import Target
-from lib.privacy.private_table import Measurement, PrivateTable
-from lib.privacy.queries import Intervals, Marginal
-from lib.progress import progress
-from lib.tuning import T
-from method.base import Method, PublicData, RunContext, SynthesisResult, option
-from method.groups import group_sizes, smoothed_counts
+from dpsyn.lib import record_fit, relaxed
+from dpsyn.lib.constraints import NO_BOXES
+from dpsyn.lib.consistency import common_total
+from dpsyn.lib.domain import scale_to_unit
+from dpsyn.lib.exchange import exchange_unmeasured
+from dpsyn.lib.measurement import Target
+from dpsyn.lib.privacy.private_table import Measurement, PrivateTable
+from dpsyn.lib.privacy.queries import Intervals, Marginal
+from dpsyn.lib.progress import progress
+from dpsyn.lib.tuning import T
+from dpsyn.method.base import Method, PublicData, RunContext, SynthesisResult, option
+from dpsyn.method.groups import group_sizes, smoothed_counts
 
 log = logging.getLogger(__name__)
 

@@ -20,8 +20,8 @@ from functools import cached_property
 
 import numpy as np
 
-from lib.constraints import Box, Boxes
-from lib.tuning import T
+from dpsyn.lib.constraints import Box, Boxes
+from dpsyn.lib.tuning import T
 
 
 

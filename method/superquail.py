@@ -45,12 +45,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lib.privacy.accounting import eps_from_rho_delta
-from lib.privacy.private_table import PrivateTable
-from lib.privacy.queries import LogisticGradients, Marginal, Records
-from lib.tuning import T
-from method import dpsyn
-from method.base import Method, PublicData, RunContext, SynthesisResult, option
+from dpsyn.lib.privacy.accounting import eps_from_rho_delta
+from dpsyn.lib.privacy.private_table import PrivateTable
+from dpsyn.lib.privacy.queries import LogisticGradients, Marginal, Records
+from dpsyn.lib.tuning import T
+from dpsyn.method import dpsyn
+from dpsyn.method.base import Method, PublicData, RunContext, SynthesisResult, option
 
 log = logging.getLogger("dpsyn")
 

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from lib.privacy.plan import Node
-from lib.privacy.private_table import PrivateTable
-from method.base import RunContext
+from dpsyn.lib.privacy.plan import Node
+from dpsyn.lib.privacy.private_table import PrivateTable
+from dpsyn.method.base import RunContext
 
 
 @dataclass

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lib.privacy.private_table import PrivateTable
-from lib.privacy.queries import CellHistogram
-from lib.tuning import T
+from dpsyn.lib.privacy.private_table import PrivateTable
+from dpsyn.lib.privacy.queries import CellHistogram
+from dpsyn.lib.tuning import T
 
 log = logging.getLogger(__name__)
 

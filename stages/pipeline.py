@@ -12,19 +12,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dataloader.encoding import Encoder
-from dataloader.structure import Structure
-from lib.marginals import cell_index
-from lib.privacy.accounting import gaussian_sigma
-from lib.privacy.plan import Node
-from lib.privacy.private_table import PrivateTable
-from lib.tuning import T
-from method.base import Method
-from stages import Env, Records, Stage
-from stages.bin_values import detail_columns, measure_bin_values
-from stages.group_values import measure_group_values, rounds_needed
-from stages.reweight import ReweightSpec, noise_in_units, reweight_rows
-from stages.structure import finish
+from dpsyn.dataloader.encoding import Encoder
+from dpsyn.dataloader.structure import Structure
+from dpsyn.lib.marginals import cell_index
+from dpsyn.lib.privacy.accounting import gaussian_sigma
+from dpsyn.lib.privacy.plan import Node
+from dpsyn.lib.privacy.private_table import PrivateTable
+from dpsyn.lib.tuning import T
+from dpsyn.method.base import Method
+from dpsyn.stages import Env, Records, Stage
+from dpsyn.stages.bin_values import detail_columns, measure_bin_values
+from dpsyn.stages.group_values import measure_group_values, rounds_needed
+from dpsyn.stages.reweight import ReweightSpec, noise_in_units, reweight_rows
+from dpsyn.stages.structure import finish
 
 GROUP_VALUES, BIN_VALUES, REWEIGHTING = "group-level values", "values inside bins", "reweighting"
 

@@ -43,13 +43,13 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from lib.domain import scale_to_unit
-from lib.marginals import cell_index
-from lib.privacy.private_table import PrivateTable
-from lib.privacy.queries import Marginal, Moments
-from lib.tilting import denoised_answers, effective_share, prior_sd, resample, tempered, tilt
-from lib.tuning import T
-from method.base import OptionError, RunContext
+from dpsyn.lib.domain import scale_to_unit
+from dpsyn.lib.marginals import cell_index
+from dpsyn.lib.privacy.private_table import PrivateTable
+from dpsyn.lib.privacy.queries import Marginal, Moments
+from dpsyn.lib.tilting import denoised_answers, effective_share, prior_sd, resample, tempered, tilt
+from dpsyn.lib.tuning import T
+from dpsyn.method.base import OptionError, RunContext
 
 log = logging.getLogger("dpsyn")
 
@@ -192,7 +192,7 @@ def with_bounds(spec: ReweightSpec, ranges: Mapping[str, tuple[float, float]],
 def noise_in_units(spec: ReweightSpec, rho: float, theta: int) -> list[str]:
     """Per moment measure, the noise sd of each column's sum in the column's own units, as the plan
     knows it before any data is read (``rho``: the reweighting share of a run)."""
-    from lib.privacy.accounting import gaussian_sigma
+    from dpsyn.lib.privacy.accounting import gaussian_sigma
     measures = len(spec.moments) + len(spec.marginals)
     out = []
     for columns in spec.moments:

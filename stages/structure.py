@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from lib.constraints import Boxes, derive, repair
-from lib.domain import Domain
-from lib.marginals import cell_index
-from lib.privacy.private_table import Measurement
-from lib.privacy.queries import Marginal
-from lib.tuning import T
+from dpsyn.lib.constraints import Boxes, derive, repair
+from dpsyn.lib.domain import Domain
+from dpsyn.lib.marginals import cell_index
+from dpsyn.lib.privacy.private_table import Measurement
+from dpsyn.lib.privacy.queries import Marginal
+from dpsyn.lib.tuning import T
 
 
 

@@ -44,9 +44,9 @@ def run_method(method: str, encoder, codes, theta: int = 1, epsilon: float = 1.0
     (codes out, ledger)."""
     import numpy as np
 
-    from api import EncodedTable, synthesize_run
-    from dataloader.schema import Run
-    from method import METHODS
+    from dpsyn.api import EncodedTable, synthesize_run
+    from dpsyn.dataloader.schema import Run
+    from dpsyn.method import METHODS
 
     spec = METHODS[method]
     numeric = numeric if numeric is not None else {c: np.zeros(len(codes)) for c in encoder.domain.ranges}

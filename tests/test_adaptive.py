@@ -9,12 +9,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lib.tuning import T
-from api import release
-from dataloader.encoding import Encoder
-from dataloader.schema import SchemaError, parse_schema
-from method.adaptive import Model
-from method.planner import ADAPTIVE, ONE_WAY, PUBLIC, TWO_WAY, make_plan, pair_noise
+from dpsyn.lib.tuning import T
+from dpsyn.api import release
+from dpsyn.dataloader.encoding import Encoder
+from dpsyn.dataloader.schema import SchemaError, parse_schema
+from dpsyn.method.adaptive import Model
+from dpsyn.method.planner import ADAPTIVE, ONE_WAY, PUBLIC, TWO_WAY, make_plan, pair_noise
 from tests.conftest import run_method
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,7 +58,7 @@ def test_the_planners_round_choices_spend_exactly_the_budget(monkeypatch, few_ro
     the 1-way marginals at one_way_rounds rounds' measuring rho each."""
     import dataclasses
 
-    import method.dpsyn as dpsyn
+    import dpsyn.method.dpsyn as dpsyn
     make = dpsyn.make_plan
     monkeypatch.setattr(dpsyn, "make_plan", lambda *a, **k: dataclasses.replace(
         make(*a, **k), few_rounds=few_rounds, one_way_rounds=one_way_rounds))
@@ -76,7 +76,7 @@ def test_many_rounds_start_smaller_and_still_spend_exactly_the_budget(monkeypatc
     instead of ROUNDS_PER_COLUMN, and the ledger still sums to the budget."""
     import dataclasses
 
-    import method.dpsyn as dpsyn
+    import dpsyn.method.dpsyn as dpsyn
     make = dpsyn.make_plan
     first_choice = {}
     for many in (False, True):
@@ -95,11 +95,11 @@ def test_records_drawn_from_the_maximum_entropy_estimate_spend_the_budget_and_ke
     import dataclasses
     import logging
 
-    import method.dpsyn as dpsyn
+    import dpsyn.method.dpsyn as dpsyn
     make = dpsyn.make_plan
     monkeypatch.setattr(dpsyn, "make_plan", lambda *a, **k: dataclasses.replace(make(*a, **k), many_rounds=True))
     encoder = Encoder.fit(SCHEMA)
-    with caplog.at_level(logging.INFO, logger="method.adaptive"):
+    with caplog.at_level(logging.INFO, logger="dpsyn.method.adaptive"):
         out, ledger = run_method("dpsyn", encoder, correlated(), epsilon=3.0, seed=5, regime="adaptive")
     assert "drawn from the maximum-entropy distribution" in caplog.text
     assert sum(c.rho for c in ledger.charges) == pytest.approx(ledger.budget, rel=1e-9)
@@ -324,7 +324,7 @@ def test_rounds_measure_a_column_by_the_one_group_column_it_depends_on():
 def test_from_public_records_small_groups_may_be_measured_by_one_group_column():
     """From public records groups are drawn whole by raking, so P × X is a candidate however small the
     groups are (500 rows a group here); the release keeps the dependence in every group."""
-    from method.base import PublicData
+    from dpsyn.method.base import PublicData
 
     rng = np.random.default_rng(0)
     schema, codes = _x_follows_p(3000, rng)

@@ -8,13 +8,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import api
-import main
-from api import release
-from dataloader.reading import DataError
-from dataloader.schema import load_schema
-from method.base import OptionError
-from method.dpsyn import DpsynOptions
+from dpsyn import api
+from dpsyn import main
+from dpsyn.api import release
+from dpsyn.dataloader.reading import DataError
+from dpsyn.dataloader.schema import load_schema
+from dpsyn.method.base import OptionError
+from dpsyn.method.dpsyn import DpsynOptions
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from bench.audit import broken_mechanism, run_audit
-from lib.audit import clopper_pearson, epsilon_lower_bound
+from dpsyn.lib.audit import clopper_pearson, epsilon_lower_bound
 
 EPS, DELTA, THETA, TRIALS = 1.0, 1e-6, 20, 300
 

@@ -5,12 +5,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import main
-from lib.tuning import T
-from api import release
-from dataloader.encoding import Encoder
-from dataloader.schema import parse_schema
-from stages.bin_values import shrunk_weights, sub_edges
+from dpsyn import main
+from dpsyn.lib.tuning import T
+from dpsyn.api import release
+from dpsyn.dataloader.encoding import Encoder
+from dpsyn.dataloader.schema import parse_schema
+from dpsyn.stages.bin_values import shrunk_weights, sub_edges
 
 SCHEMA = {"W": {"dtype": "int", "min": 0, "max": 9999}, "INC": {"dtype": "int", "min": -500, "max": 2000, "null": "N"},
           "X": {"dtype": "float", "min": 0, "max": 1}, "K": {"dtype": "str", "values": ["a", "b"]}}

@@ -8,17 +8,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from api import release
-from lib.domain import Domain
-from lib.privacy.accounting import Ledger
-from lib.privacy.private_table import PrivateTable
-from lib.privacy.queries import Marginal, Sensitivity
-from method import METHODS
-from method.base import Method, SynthesisResult
+from dpsyn.api import release
+from dpsyn.lib.domain import Domain
+from dpsyn.lib.privacy.accounting import Ledger
+from dpsyn.lib.privacy.private_table import PrivateTable
+from dpsyn.lib.privacy.queries import Marginal, Sensitivity
+from dpsyn.method import METHODS
+from dpsyn.method.base import Method, SynthesisResult
 
 ROOT = Path(__file__).resolve().parent.parent
 OURS = ("api", "budget", "main", "dataloader", "method", "stages", "evaluation", "bench", "tests")
-PRIVATE_SIDE = ("lib.privacy.bounding", "lib.privacy.samplers", "lib.privacy.mechanisms")
+PRIVATE_SIDE = ("dpsyn.lib.privacy.bounding", "dpsyn.lib.privacy.samplers", "dpsyn.lib.privacy.mechanisms")
 
 
 def imports(path: Path) -> list[tuple[str, list[str]]]:
@@ -63,8 +63,8 @@ def small_table() -> PrivateTable:
 
 
 def test_a_method_inside_its_node_cannot_reach_another():
-    from lib.privacy.accounting import BudgetExceeded
-    from lib.privacy.plan import Node, Plan
+    from dpsyn.lib.privacy.accounting import BudgetExceeded
+    from dpsyn.lib.privacy.plan import Node, Plan
     domain = Domain(("A", "B"), (2, 3))
     budget = Ledger(1.0, 1e-9).budget
     ledger = Ledger(1.0, 1e-9, plan=Plan(1.0, 1e-9, 1, budget, (Node("reweighting", 0.1), Node("method", 0.9))))

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-import main
+from dpsyn import main
 
 ROOT = Path(__file__).resolve().parent.parent
 

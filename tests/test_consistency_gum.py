@@ -6,10 +6,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lib.consistency import _projection, make_consistent
-from lib.gum import GumOptions, gum
-from lib.marginals import count_marginal
-from lib.measurement import Target
+from dpsyn.lib.consistency import _projection, make_consistent
+from dpsyn.lib.gum import GumOptions, gum
+from dpsyn.lib.marginals import count_marginal
+from dpsyn.lib.measurement import Target
 from tests.conftest import FIXTURES
 
 

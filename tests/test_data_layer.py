@@ -3,10 +3,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dataloader.encoding import Encoder
-from dataloader.reading import DataError, as_text, individual_ids, read_table, validate
-from dataloader.schema import parse_schema
-from lib.privacy.bounding import bound_contributions
+from dpsyn.dataloader.encoding import Encoder
+from dpsyn.dataloader.reading import DataError, as_text, individual_ids, read_table, validate
+from dpsyn.dataloader.schema import parse_schema
+from dpsyn.lib.privacy.bounding import bound_contributions
 
 SCHEMA_RUNS = [{"epsilon": 1, "delta": 1e-9, "max_records": 100, "max_records_per_individual": 1}]
 SCHEMA = parse_schema({
@@ -167,7 +167,7 @@ def test_a_dataframe_reads_as_the_csv_text_would():
 
 
 def test_parquet_files_and_folders_give_the_same_release_as_csv(tmp_path):
-    from api import release
+    from dpsyn.api import release
     from test_rap import data
     frame, params = data()
     frame.to_csv(tmp_path / "t.csv", index=False)
@@ -183,7 +183,7 @@ def test_parquet_files_and_folders_give_the_same_release_as_csv(tmp_path):
 
 
 def test_an_unreadable_parquet_file_is_one_line(tmp_path):
-    from dataloader.reading import DataError, read_csv_text
+    from dpsyn.dataloader.reading import DataError, read_csv_text
     (tmp_path / "bad.parquet").write_text("not parquet")
     with pytest.raises(DataError, match="cannot read as Parquet"):
         read_csv_text(tmp_path / "bad.parquet", "private file")

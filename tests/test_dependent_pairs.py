@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from lib.tuning import T
-from dataloader.encoding import Encoder
-from method.planner import PUBLIC, make_plan
+from dpsyn.lib.tuning import T
+from dpsyn.dataloader.encoding import Encoder
+from dpsyn.method.planner import PUBLIC, make_plan
 from tests.conftest import run_method
 from tests.test_group_columns import SCHEMA  # G (3 groups), X (4 codes), Y (2), Z (3)
 

@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import main
-from lib.tuning import T
+from dpsyn import main
+from dpsyn.lib.tuning import T
 from tests.conftest import write_params
 
 

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pandas as pd
 
-import main
-from dataloader.draft import from_dictionary, from_public
+from dpsyn import main
+from dpsyn.dataloader.draft import from_dictionary, from_public
 
 ROOT = Path(__file__).resolve().parent.parent
 PUBLIC = ROOT / "data" / "demo" / "public.csv"

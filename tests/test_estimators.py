@@ -5,13 +5,13 @@ import itertools
 import cvxpy as cp
 import numpy as np
 
-from lib import relaxed
-from lib.consistency import make_consistent
-from lib.gum import GumOptions, gum
-from lib.marginals import count_marginal
-from lib.maxent import fit, junction_tree
-from lib.measurement import Target
-from lib.raking import rake
+from dpsyn.lib import relaxed
+from dpsyn.lib.consistency import make_consistent
+from dpsyn.lib.gum import GumOptions, gum
+from dpsyn.lib.marginals import count_marginal
+from dpsyn.lib.maxent import fit, junction_tree
+from dpsyn.lib.measurement import Target
+from dpsyn.lib.raking import rake
 
 SIZES = (2, 3, 2)
 RNG = np.random.default_rng(11)

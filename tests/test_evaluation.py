@@ -5,11 +5,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import main
-from dataloader.schema import parse_schema
-from evaluation.binning import SPRINT2_EDGES, encode_for_evaluation, evaluation_coders
-from evaluation.scoring import WARNING, EvaluationOptions, Evaluator
-from evaluation.utility import UtilityTest, _rates
+from dpsyn import main
+from dpsyn.dataloader.schema import parse_schema
+from dpsyn.evaluation.binning import SPRINT2_EDGES, encode_for_evaluation, evaluation_coders
+from dpsyn.evaluation.scoring import WARNING, EvaluationOptions, Evaluator
+from dpsyn.evaluation.utility import UtilityTest, _rates
 from tests.conftest import write_params
 
 SCHEMA_RAW = {"G": {"dtype": "str", "values": ["g1", "g2"]},

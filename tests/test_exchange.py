@@ -4,10 +4,10 @@ import itertools
 
 import numpy as np
 
-from lib.constraints import Box, Boxes
-from lib.exchange import exchange_within
-from lib.marginals import count_marginal
-from method.adaptive import Model
+from dpsyn.lib.constraints import Box, Boxes
+from dpsyn.lib.exchange import exchange_within
+from dpsyn.lib.marginals import count_marginal
+from dpsyn.method.adaptive import Model
 
 SIZES = (3, 4, 2, 5)
 

@@ -2,10 +2,10 @@
 import numpy as np
 import pytest
 
-from lib.tuning import T
-from dataloader.encoding import Encoder
-from dataloader.schema import parse_schema
-from method.planner import PUBLIC, make_plan
+from dpsyn.lib.tuning import T
+from dpsyn.dataloader.encoding import Encoder
+from dpsyn.dataloader.schema import parse_schema
+from dpsyn.method.planner import PUBLIC, make_plan
 from tests.conftest import run_method
 
 SCHEMA = parse_schema({"runs": [{"epsilon": 1, "delta": 1e-9, "max_records": 10_000, "max_records_per_individual": 1}],

@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from method.groups import (GUM_MOVES, OWN_RAKE, OWN_REWRITE, RAKE, REWRITE, assigned_rows, base_size, draw_rows,
-                           own_pools, partition_rows, synthesize_groups)
+from dpsyn.method.groups import (GUM_MOVES, OWN_RAKE, OWN_REWRITE, RAKE, REWRITE, assigned_rows, base_size, draw_rows,
+                                 own_pools, partition_rows, synthesize_groups)
 
 
 @pytest.mark.parametrize("available, n", [(10, 4), (10, 10), (10, 11), (10, 35), (1, 3)])

@@ -1,8 +1,8 @@
 """The maximum-entropy estimate on a junction tree (lib/maxent.py): tree, calibration, fit and draw."""
 import numpy as np
 
-from lib.maxent import calibrate, draw, fit, junction_tree
-from lib.measurement import Target
+from dpsyn.lib.maxent import calibrate, draw, fit, junction_tree
+from dpsyn.lib.measurement import Target
 
 SIZES = (3, 4, 2, 5, 3, 2)
 SETS = [(0, 1), (1, 2), (2, 3), (0, 3), (3, 4), (4, 5), (1, 5)]  # two cycles: the graph needs fill-in

@@ -10,11 +10,11 @@ keeps methods away from them); the recorded sensitivity from the ledger after a 
 import numpy as np
 import pytest
 
-from lib.domain import Domain
-from lib.privacy.accounting import Ledger
-from lib.privacy.private_table import PrivateTable
-from lib.privacy.queries import (QUERY_KINDS, CellHistogram, DependencyScores, Intervals, LinearSums,
-                                 LogisticGradients, Marginal, Moments, Thresholds)
+from dpsyn.lib.domain import Domain
+from dpsyn.lib.privacy.accounting import Ledger
+from dpsyn.lib.privacy.private_table import PrivateTable
+from dpsyn.lib.privacy.queries import (QUERY_KINDS, CellHistogram, DependencyScores, Intervals, LinearSums,
+                                       LogisticGradients, Marginal, Moments, Thresholds)
 
 DOMAIN = Domain(("A", "B", "G", "X", "Y"), (3, 4, 2, 5, 5), {"X": (0.0, 100.0), "Y": (-5.0, 5.0)})
 QUERIES = [

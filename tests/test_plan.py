@@ -3,12 +3,12 @@ from pathlib import Path
 
 import pytest
 
-import main
-from api import plan, release
-from budget import METHOD
-from stages.pipeline import GROUP_VALUES, REWEIGHTING
-from lib.privacy.accounting import BudgetExceeded, Ledger
-from lib.privacy.plan import Node, Plan
+from dpsyn import main
+from dpsyn.api import plan, release
+from dpsyn.budget import METHOD
+from dpsyn.stages.pipeline import GROUP_VALUES, REWEIGHTING
+from dpsyn.lib.privacy.accounting import BudgetExceeded, Ledger
+from dpsyn.lib.privacy.plan import Node, Plan
 from test_rap import data
 from test_reliability import group_level_frame, group_level_schema, runs
 
@@ -119,7 +119,7 @@ def test_plan_tuning_lists_the_table_and_the_expert_options(capsys):
 
 
 def test_set_overrides_a_tuned_value_for_one_command_only(capsys):
-    from lib.tuning import T
+    from dpsyn.lib.tuning import T
     assert main.main(["plan", "--params", str(ROOT / "parameters.json"), "--set", "group_values_share=0.1",
                       "--quiet"]) == 0
     assert "group-level values 10%" in capsys.readouterr().out

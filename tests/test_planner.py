@@ -2,12 +2,12 @@
 import numpy as np
 import pytest
 
-from dataloader.encoding import Encoder
-from dataloader.schema import parse_schema
-from lib.privacy.accounting import eps_from_rho_delta
-from lib.privacy.mechanisms import QUANTUM_BITS
-from method.planner import (ADAPTIVE, MARGINAL_CHOICES, ONE_WAY, PUBLIC, REGIMES, SELECT, TWO_WAY, make_plan,
-                            needs_total)
+from dpsyn.dataloader.encoding import Encoder
+from dpsyn.dataloader.schema import parse_schema
+from dpsyn.lib.privacy.accounting import eps_from_rho_delta
+from dpsyn.lib.privacy.mechanisms import QUANTUM_BITS
+from dpsyn.method.planner import (ADAPTIVE, MARGINAL_CHOICES, ONE_WAY, PUBLIC, REGIMES, SELECT, TWO_WAY, make_plan,
+                                  needs_total)
 from tests.conftest import run_method
 
 

@@ -4,9 +4,9 @@ import math
 import numpy as np
 import pytest
 
-from lib.privacy.accounting import (BudgetExceeded, Ledger, classic_rho_from_eps_delta, delta_from_rho_eps,
-                                    eps_from_rho_delta, gaussian_sigma, laplace_scale, rho_from_eps_delta,
-                                    rho_of_pure_eps)
+from dpsyn.lib.privacy.accounting import (BudgetExceeded, Ledger, classic_rho_from_eps_delta, delta_from_rho_eps,
+                                          eps_from_rho_delta, gaussian_sigma, laplace_scale, rho_from_eps_delta,
+                                          rho_of_pure_eps)
 
 CASES = [(0.1, 1e-10), (1.0, 1e-9), (1.0, 3.4498908254380166e-11), (10.0, 1e-10)]
 

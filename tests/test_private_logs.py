@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import main
+from dpsyn import main
 from tests.conftest import write_params
 
 SCHEMA = {"G": {"dtype": "str", "values": ["x", "y", "z"]}, "AGE": {"dtype": "int", "min": 0, "max": 99},

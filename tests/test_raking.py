@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from lib.measurement import Target
-from lib.raking import balanced_groups, rake, rake_groups, stratified_order, systematic_draw
+from dpsyn.lib.measurement import Target
+from dpsyn.lib.raking import balanced_groups, rake, rake_groups, stratified_order, systematic_draw
 
 
 def test_raking_reaches_reachable_margins_and_keeps_the_records_association():

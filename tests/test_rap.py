@@ -6,16 +6,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from api import release
-from lib import relaxed
-from lib.constraints import Box, Boxes
-from lib.domain import Domain
-from lib.measurement import Target
-from lib.privacy.accounting import Ledger
-from lib.privacy.private_table import PrivateTable
-from lib.privacy.queries import Intervals
-from main import main
-from method import rap
+from dpsyn.api import release
+from dpsyn.lib import relaxed
+from dpsyn.lib.constraints import Box, Boxes
+from dpsyn.lib.domain import Domain
+from dpsyn.lib.measurement import Target
+from dpsyn.lib.privacy.accounting import Ledger
+from dpsyn.lib.privacy.private_table import PrivateTable
+from dpsyn.lib.privacy.queries import Intervals
+from dpsyn.main import main
+from dpsyn.method import rap
 
 N = 400
 
@@ -94,8 +94,8 @@ def test_relaxed_scales_answer_as_the_private_table_on_written_values():
     stand for (one column, or a direction over two); an integer column's cuts sit half-way between its
     grid points, so that the values the release writes (rounded) answer alike too, also just beside a
     cut asked for on a grid point."""
-    from method import rap
-    from method.base import PublicData, RunContext
+    from dpsyn.method import rap
+    from dpsyn.method.base import PublicData, RunContext
 
     rng = np.random.default_rng(4)
     domain = Domain(("W", "Z"), (5, 5), {"W": (0.0, 9999.0), "Z": (0.0, 10.0)}, steps={"W": 1.0})
@@ -124,10 +124,10 @@ def test_numeric_bins_as_the_record_fit_reads_them_are_the_private_codes_of_writ
     """A query by a numeric column's bins (rap's numeric pairs, fitted by the records): the layout's
     relaxed edges put each relaxed value in the bin whose code the encoder gives the value the release
     writes (rounded to the grid), also just beside an edge on a grid point."""
-    from dataloader.encoding import ColumnCoder
-    from dataloader.schema import NUMERIC, Column
-    from method import rap
-    from method.base import PublicData, RunContext
+    from dpsyn.dataloader.encoding import ColumnCoder
+    from dpsyn.dataloader.schema import NUMERIC, Column
+    from dpsyn.method import rap
+    from dpsyn.method.base import PublicData, RunContext
 
     rng = np.random.default_rng(6)
     edges = (0.0, 29.0, 30.0, 100.0, 9999.0)

@@ -8,17 +8,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from api import release
-from dataloader.encoding import Encoder
-from dataloader.rules import violations
-from dataloader.schema import SchemaError, parse_schema
-from dataloader.structure import detect, rule_boxes
-from lib.constraints import repair
-from lib.gum import gum
-from lib.measurement import Target
-from lib.privacy.accounting import Ledger
-from lib.privacy.private_table import PrivateTable
-from stages.group_values import measure_group_values
+from dpsyn.api import release
+from dpsyn.dataloader.encoding import Encoder
+from dpsyn.dataloader.rules import violations
+from dpsyn.dataloader.schema import SchemaError, parse_schema
+from dpsyn.dataloader.structure import detect, rule_boxes
+from dpsyn.lib.constraints import repair
+from dpsyn.lib.gum import gum
+from dpsyn.lib.measurement import Target
+from dpsyn.lib.privacy.accounting import Ledger
+from dpsyn.lib.privacy.private_table import PrivateTable
+from dpsyn.stages.group_values import measure_group_values
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "data" / "demo"
@@ -153,7 +153,7 @@ def test_a_function_is_detected_on_a_deterministic_pair_only():
 
 
 def test_a_group_level_value_is_measured_exactly_and_charged():
-    from lib.domain import Domain
+    from dpsyn.lib.domain import Domain
     rng = np.random.default_rng(0)
     group = rng.integers(0, 4, 4000)
     truth = np.array([16.3, 2731.2, 2731.3, 52864.7])

@@ -2,9 +2,9 @@
 from its relaxed table."""
 import numpy as np
 
-from lib.measurement import Target
-from lib.record_fit import fit_records
-from lib.relaxed import RelaxedQuery
+from dpsyn.lib.measurement import Target
+from dpsyn.lib.record_fit import fit_records
+from dpsyn.lib.relaxed import RelaxedQuery
 
 SIZES = (2, 3)
 

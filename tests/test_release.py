@@ -5,9 +5,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import main
-from dataloader.encoding import Encoder
-from dataloader.schema import load_schema
+from dpsyn import main
+from dpsyn.dataloader.encoding import Encoder
+from dpsyn.dataloader.schema import load_schema
 from tests.conftest import run_method, write_params
 
 
@@ -180,7 +180,7 @@ def test_bad_input_matrix(tmp_path, capsys):
 
 def test_failure_midway_leaves_no_partial_files(sprint2_files, tmp_path, capsys, monkeypatch):
     params, private, public = sprint2_files
-    import api
+    from dpsyn import api
 
     def explode(*args, **kwargs):
         raise OSError("disk full (simulated)")
@@ -198,7 +198,7 @@ def _crashing_group(args):
 def test_a_failing_worker_process_leaves_no_files_and_one_error_line(sprint2_files, tmp_path, capsys,
                                                                       monkeypatch):
     params, private, public = sprint2_files
-    import method.groups as groups
+    import dpsyn.method.groups as groups
     monkeypatch.setattr(groups, "_one_group", _crashing_group)  # forked workers inherit the patch
     out = tmp_path / "out" / "sub.csv"
     code, err = run_main(release_args(params, private, public, out, "--seed", "1", "--jobs", "2",
@@ -213,7 +213,7 @@ def test_a_signal_midway_leaves_no_files_and_exits_130(sprint2_files, tmp_path, 
     import os
     import signal
 
-    import api
+    from dpsyn import api
     params, private, public = sprint2_files
     real_run = api.synthesize_run
 

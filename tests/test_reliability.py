@@ -12,14 +12,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import api
-from api import release
-from stages.pipeline import group_value_share as group_value_shares
+from dpsyn import api
+from dpsyn.api import release
+from dpsyn.stages.pipeline import group_value_share as group_value_shares
 from conftest import write_params
-from dataloader import writing
-from dataloader.reading import DataError
-from dataloader.writing import StagedFiles, check_writable
-from method.base import OptionError
+from dpsyn.dataloader import writing
+from dpsyn.dataloader.reading import DataError
+from dpsyn.dataloader.writing import StagedFiles, check_writable
+from dpsyn.method.base import OptionError
 from test_release import release_args, run_main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -115,7 +115,7 @@ def test_an_error_inside_the_commit_says_the_next_run_completes_it(tmp_path, mon
 KILLED_WRITER = textwrap.dedent("""
     import os, signal, sys
     from pathlib import Path
-    from dataloader import writing
+    from dpsyn.dataloader import writing
     out = Path(sys.argv[1]); when = sys.argv[2]
     real = os.replace
     def killing_replace(src, dst):
@@ -292,7 +292,7 @@ def test_non_finite_private_values_are_an_error_naming_the_column(tmp_path, caps
 
 
 def test_a_schema_range_beyond_two_to_the_53_is_refused(tmp_path):
-    from dataloader.schema import SchemaError, parse_schema
+    from dpsyn.dataloader.schema import SchemaError, parse_schema
     with pytest.raises(SchemaError, match="within ±9.007e\\+15"):
         parse_schema({"runs": runs(1), "schema": {"V": {"dtype": "float", "min": 0, "max": 1e308}}})
 

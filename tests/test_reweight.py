@@ -7,11 +7,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from api import release
-from lib.tilting import denoised_answers, effective_share, resample, tempered, tilt
-from main import main
-from method.base import OptionError
-from stages.reweight import fitted_weights, parse_reweight, with_bounds
+from dpsyn.api import release
+from dpsyn.lib.tilting import denoised_answers, effective_share, resample, tempered, tilt
+from dpsyn.main import main
+from dpsyn.method.base import OptionError
+from dpsyn.stages.reweight import fitted_weights, parse_reweight, with_bounds
 from test_rap import data
 
 # a tiny sample: 6 points, 2 queries; the targets are reachable with every point kept
@@ -77,7 +77,7 @@ def test_tempering_keeps_the_effective_sample_floor():
 def moment_blocks(x: np.ndarray, truth: np.ndarray, sd: float, seed: int):
     """One moments block for rows ``x`` (n × p in [0, 1]): the noisy answers are ``truth``'s moments plus
     Gaussian noise of ``sd`` (shares of rows), as the release's means of one measurement."""
-    from lib.privacy.queries import Moments
+    from dpsyn.lib.privacy.queries import Moments
     query = Moments(tuple(f"c{i}" for i in range(x.shape[1])))
     exact = query.row_values(truth).mean(axis=0)
     noisy = exact + np.random.default_rng(seed).normal(0, sd, exact.size)
@@ -174,7 +174,7 @@ def test_reweighted_runs_are_schema_valid_and_repeat_under_a_seed(reweighted):
 def test_reweighting_per_group_keeps_each_groups_rows(monkeypatch):
     """Resampling happens within groups: each group has as many rows after reweighting as the method
     gave it, and the tilt did move rows (the table is not the method's own)."""
-    import stages.pipeline as pipeline
+    import dpsyn.stages.pipeline as pipeline
     frame, params = data()
     params = dict(params, runs=params["runs"][:1])
     seen = {}
@@ -239,7 +239,7 @@ def test_superquail_inside_a_reweighted_release_nests_its_hold_and_spends_the_bu
 
 
 def test_a_held_share_is_out_of_reach_until_released():
-    from lib.privacy.accounting import BudgetExceeded, Ledger
+    from dpsyn.lib.privacy.accounting import BudgetExceeded, Ledger
     ledger = Ledger(1.0, 1e-9)
     ledger.hold(0.3 * ledger.budget)
     assert ledger.remaining == pytest.approx(0.7 * ledger.budget)

@@ -8,12 +8,12 @@ import math
 import numpy as np
 import pytest
 
-from lib.audit import chi_square_gof, discrete_gaussian_pmf, discrete_laplace_pmf
-from lib.privacy.accounting import Ledger
-from lib.privacy.mechanisms import (EM_SAMPLER, QUANTUM_BITS, NoiseTooLarge, exponential_draws, exponential_mechanism,
-                                    gaussian_mechanism)
-from lib.privacy.samplers import (SAMPLER_NAME, WordStream, discrete_gaussian, discrete_laplace, draw_words,
-                                  gaussian_parameters, ref_gaussian, ref_laplace)
+from dpsyn.lib.audit import chi_square_gof, discrete_gaussian_pmf, discrete_laplace_pmf
+from dpsyn.lib.privacy.accounting import Ledger
+from dpsyn.lib.privacy.mechanisms import (EM_SAMPLER, QUANTUM_BITS, NoiseTooLarge, exponential_draws, exponential_mechanism,
+                                          gaussian_mechanism)
+from dpsyn.lib.privacy.samplers import (SAMPLER_NAME, WordStream, discrete_gaussian, discrete_laplace, draw_words,
+                                        gaussian_parameters, ref_gaussian, ref_laplace)
 
 ALPHA = 1e-3
 N = 20_000

@@ -1,7 +1,7 @@
 """Parsing and validating parameters files."""
 import pytest
 
-from dataloader.schema import CATEGORICAL, NUMERIC, SchemaError, load_schema, parse_schema
+from dpsyn.dataloader.schema import CATEGORICAL, NUMERIC, SchemaError, load_schema, parse_schema
 from tests.conftest import SPRINT2_PARAMS
 
 UNBOUNDED_SPRINT2 = ["HHWT", "PERWT", "INCTOT", "INCWAGE", "INCWELFR", "INCINVST", "INCEARN"]

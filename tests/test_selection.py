@@ -5,12 +5,12 @@ import itertools
 import numpy as np
 import pytest
 
-from dataloader.encoding import Encoder
-from dataloader.schema import parse_schema
-from lib.marginals import count_marginal
-from lib.privacy.queries import independence_gap
-from method.planner import ONE_WAY
-from method.selection import allocate, greedy_pairs
+from dpsyn.dataloader.encoding import Encoder
+from dpsyn.dataloader.schema import parse_schema
+from dpsyn.lib.marginals import count_marginal
+from dpsyn.lib.privacy.queries import independence_gap
+from dpsyn.method.planner import ONE_WAY
+from dpsyn.method.selection import allocate, greedy_pairs
 from tests.conftest import run_method
 
 RUNS = [{"epsilon": 1, "delta": 1e-9, "max_records": 10 ** 5, "max_records_per_individual": 1}]

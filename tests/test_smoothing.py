@@ -1,11 +1,11 @@
 """Smoothing noisy 1-way marginals of ordered columns (lib/smoothing.py) and where the release uses it."""
 import numpy as np
 
-from dataloader.encoding import Encoder
-from dataloader.schema import parse_schema
-from lib.smoothing import kernel, smooth
-from lib.tuning import T
-from method.adaptive import Model
+from dpsyn.dataloader.encoding import Encoder
+from dpsyn.dataloader.schema import parse_schema
+from dpsyn.lib.smoothing import kernel, smooth
+from dpsyn.lib.tuning import T
+from dpsyn.method.adaptive import Model
 
 
 def bell(size: int = 60, total: float = 20_000.0) -> np.ndarray:

@@ -6,14 +6,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from api import release
-from dataloader.encoding import Encoder
-from dataloader.schema import parse_schema
-from lib.constraints import Box, Boxes, repair
-from lib.marginals import count_marginal
-from lib.tuning import T
-from method.adaptive import Model, candidate_keys
-from method.split_columns import SplitColumns
+from dpsyn.api import release
+from dpsyn.dataloader.encoding import Encoder
+from dpsyn.dataloader.schema import parse_schema
+from dpsyn.lib.constraints import Box, Boxes, repair
+from dpsyn.lib.marginals import count_marginal
+from dpsyn.lib.tuning import T
+from dpsyn.method.adaptive import Model, candidate_keys
+from dpsyn.method.split_columns import SplitColumns
 from tests.conftest import run_method
 
 SIZES = (85, 3, 40, 99)  # columns 0, 2 and 3 are split (widths 10, 7 and 10); column 1 is not
@@ -146,7 +146,7 @@ def test_where_pairs_are_noisy_rounds_read_a_column_as_null_or_not_and_the_relea
     and the release keeps K null where T is c."""
     import dataclasses
 
-    import method.dpsyn as dpsyn
+    import dpsyn.method.dpsyn as dpsyn
     make = dpsyn.make_plan
     monkeypatch.setattr(dpsyn, "make_plan", lambda *a, **k: dataclasses.replace(make(*a, **k), many_rounds=True))
     schema = parse_schema({"runs": [{"epsilon": 0.5, "delta": 1e-9, "max_records": 10_000,
@@ -196,7 +196,7 @@ def test_a_column_an_edit_rule_reads_is_read_coarsely_where_pairs_are_affordable
     finds them noisy (``many_rounds``) K stays whole.  Either way the release keeps the rule and the dependence."""
     import dataclasses
 
-    import method.dpsyn as dpsyn
+    import dpsyn.method.dpsyn as dpsyn
     make = dpsyn.make_plan
     monkeypatch.setattr(dpsyn, "make_plan",
                         lambda *a, **k: dataclasses.replace(make(*a, **k), many_rounds=noisy_pairs))

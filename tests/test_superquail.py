@@ -7,12 +7,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from api import release
-from main import main
-from lib.domain import Domain
-from lib.privacy.queries import LogisticGradients, Records
-from lib.tuning import T
-from method.superquail import AdditiveModel, fit_logistic, merge_rankings, sage_values, tune_thresholds
+from dpsyn.api import release
+from dpsyn.main import main
+from dpsyn.lib.domain import Domain
+from dpsyn.lib.privacy.queries import LogisticGradients, Records
+from dpsyn.lib.tuning import T
+from dpsyn.method.superquail import AdditiveModel, fit_logistic, merge_rankings, sage_values, tune_thresholds
 from test_rap import data
 
 OPTIONS = {"target": "LABEL", "beta": 2, "alpha": 0.6}

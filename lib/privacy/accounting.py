@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 
 from scipy.optimize import brentq
 
-from lib.privacy.plan import Plan
+from dpsyn.lib.privacy.plan import Plan
 
 _BISECT_STEPS = 200
 

@@ -17,9 +17,9 @@ from typing import Callable
 
 import numpy as np
 
-from lib.privacy.accounting import Ledger, gaussian_sigma
-from lib.privacy.samplers import (SAMPLER_NAME, SIGMA_MAX, WordStream, discrete_gaussian, draw_words,
-                                  gaussian_parameters, ref_below, ref_bern_exp)
+from dpsyn.lib.privacy.accounting import Ledger, gaussian_sigma
+from dpsyn.lib.privacy.samplers import (SAMPLER_NAME, SIGMA_MAX, WordStream, discrete_gaussian, draw_words,
+                                        gaussian_parameters, ref_below, ref_bern_exp)
 
 log = logging.getLogger(__name__)
 

@@ -24,11 +24,11 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from lib.domain import Domain
-from lib.privacy.accounting import Ledger
-from lib.privacy.bounding import bound_contributions
-from lib.privacy.mechanisms import exponential_mechanism, gaussian_mechanism
-from lib.privacy.queries import QUERY_KINDS, Query, Records, Sensitivity
+from dpsyn.lib.domain import Domain
+from dpsyn.lib.privacy.accounting import Ledger
+from dpsyn.lib.privacy.bounding import bound_contributions
+from dpsyn.lib.privacy.mechanisms import exponential_mechanism, gaussian_mechanism
+from dpsyn.lib.privacy.queries import QUERY_KINDS, Query, Records, Sensitivity
 
 
 @dataclass(frozen=True)

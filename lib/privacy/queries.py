@@ -27,8 +27,8 @@ from typing import Mapping
 
 import numpy as np
 
-from lib.domain import Domain, scale_to_unit
-from lib.marginals import cell_index, count_marginal
+from dpsyn.lib.domain import Domain, scale_to_unit
+from dpsyn.lib.marginals import cell_index, count_marginal
 
 EXACT_BOX_COLUMNS = 12  # up to this many columns, max over [0,1]^p of ||Wx||_2 is found at the 2^p corners
 
