@@ -20,6 +20,7 @@ def installed(tmp_path_factory):
     interpreter's own .pth files, so the editable checkout is not on its path)."""
     tmp = tmp_path_factory.mktemp("package")
     source = tmp / "source"  # a copy, so the build's folders stay out of the checkout
+    source.mkdir()
     for name in PACKAGE_FILES:
         if (ROOT / name).is_dir():
             shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
