@@ -47,6 +47,7 @@ from dpsyn.lib.constraints import Boxes
 from dpsyn.lib.extras import MissingExtra, require
 from dpsyn.lib.privacy.accounting import BudgetExceeded, Ledger, classic_rho_from_eps_delta
 from dpsyn.lib.privacy.mechanisms import NoiseTooLarge
+from dpsyn.lib.privacy.engine import ENGINES, make_engine
 from dpsyn.lib.privacy.plan import Plan
 from dpsyn.lib.marginals import cell_index
 from dpsyn.lib.privacy.private_table import Measurement, PrivateTable, Selection
@@ -114,7 +115,10 @@ class Settings:
     ``reweight_floor`` of the rows.  ``bin_values``: where numeric columns have no public values,
     spend a share of each run's rho on how the rows fall inside their bins and draw values by it
     (stages/bin_values.py; False draws them evenly).  ``output``: also write the submission CSV there
-    and one ledger JSON per run beside it.
+    and one ledger JSON per run beside it.  ``engine``: where the private records are held and counted,
+    and the groups synthesized (lib/privacy/engine.py): "local" (this process and ``jobs`` forked
+    workers) or "dask" (a LocalCluster of ``jobs`` workers, or the running cluster at ``scheduler``);
+    either gives the same release under one seed.
     """
 
     seed: int | None = None
@@ -131,6 +135,8 @@ class Settings:
     reweight_floor: float | None = None
     bin_values: bool = True
     output: str | Path | None = None
+    engine: str = "local"
+    scheduler: str | None = None
 
 
 def release(private: pd.DataFrame | str | Path, params: Mapping | str | Path | Schema,
@@ -150,7 +156,8 @@ def release(private: pd.DataFrame | str | Path, params: Mapping | str | Path | S
     started = time.perf_counter()
     s = dataclasses.replace(settings or Settings(), **given)
     schema, spec, method_options = _request(params, method, options)
-    groups = _check_settings(schema, s.group_columns, s.id_column, s.jobs, s.on_invalid, s.bins)
+    groups = _check_settings(schema, s.group_columns, s.id_column, s.jobs, s.on_invalid, s.bins, s.engine,
+                             s.scheduler)
     for warning in delta_warnings(schema.runs):
         log.warning("warning: %s", warning)
     distinct = _distinct(schema, s.distinct_per_individual)
@@ -172,13 +179,19 @@ def release(private: pd.DataFrame | str | Path, params: Mapping | str | Path | S
         log.info("plan: %s", line)
 
     runs = list(data.schema.runs)
-    seeds = [s.spawn(4) for s in seed_seq.spawn(len(runs))]
+    seeds = [seq.spawn(4) for seq in seed_seq.spawn(len(runs))]
     releases = []
-    with log_above_bars(log), progress(len(runs), "runs", "run", log) as bar:
-        for run, run_plan, run_seeds in zip(runs, plans, seeds):
-            releases.append(_release_run(data, run, spec, method_options, groups, s.jobs, run_seeds, distinct,
-                                         stages, run_plan))
-            bar.update()
+    engine = make_engine(s.engine, s.jobs, s.scheduler)
+    if engine.name != "local":
+        log.info("engine: %s, %d partitions of the private rows", engine.name, engine.partitions)
+    try:
+        with log_above_bars(log), progress(len(runs), "runs", "run", log) as bar:
+            for run, run_plan, run_seeds in zip(runs, plans, seeds):
+                releases.append(_release_run(data, run, spec, method_options, groups, s.jobs, run_seeds, distinct,
+                                             stages, run_plan, engine))
+                bar.update()
+    finally:
+        engine.close()
     for r in releases:
         _summarise(r, spec.name)
     log.info("reading %.2fs, encoding %.2fs; total %.1fs", data.reading, data.encoding,
@@ -260,9 +273,18 @@ def _method(name: str) -> Method:
     return METHODS[name]
 
 
-def _check_settings(schema: Schema, group_columns, id_column, jobs, on_invalid, bins) -> tuple[str, ...]:
-    """The group columns to use; OptionError listing every bad setting."""
+def _check_settings(schema: Schema, group_columns, id_column, jobs, on_invalid, bins, engine: str = "local",
+                    scheduler: str | None = None) -> tuple[str, ...]:
+    """The group columns to use; OptionError listing every bad setting (MissingExtra where the Dask engine
+    is asked for and not installed)."""
     problems = []
+    if engine not in ENGINES:
+        problems.append(f"--engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+    elif engine == "dask":
+        for module in ("dask", "distributed"):
+            require(module, "the Dask engine")
+    if scheduler is not None and engine != "dask":
+        problems.append("--scheduler needs --engine dask")
     if not isinstance(jobs, int) or jobs < 1:
         problems.append(f"--jobs must be >= 1, got {jobs}")
     if not isinstance(bins, int) or bins < 1:
@@ -412,14 +434,15 @@ def synthesize_run(table: EncodedTable, encoder: Encoder, public: PublicData | N
                    options, group_columns: tuple[str, ...], jobs: int,
                    seeds: list[np.random.SeedSequence], structure: Structure = Structure(),
                    distinct: tuple[str, ...] = (), pipeline: Pipeline | None = None,
-                   plan: Plan | None = None) -> RunOutput:
+                   plan: Plan | None = None, engine=None) -> RunOutput:
     """Build the run's private table (bounding, a ledger holding ``plan``, its own noise generator, the
     columns ``distinct`` per individual), then run the stages around the method (stages/): every
     stage's ``before``, the method, every stage's ``after``, each stage and the method inside its own
     plan node (budget.py), so each spends exactly that node's rho.  ``pipeline``: default, the
     structure's group-level columns and values inside bins, no reweighting; ``plan``: default,
     ``budget.plan_run`` of it.  ``seeds``: bounding, noise, synthesis (decoding is the fourth, used by
-    the caller)."""
+    the caller).  ``engine``: bounds, holds and counts the records and runs the groups' tasks (default: a
+    LocalEngine of ``jobs``)."""
     if pipeline is None:
         pipeline = stages_of(encoder, structure, spec, None, True)
     plan = plan or plan_run(run, pipeline, spec, options, bool(group_columns))
@@ -427,13 +450,14 @@ def synthesize_run(table: EncodedTable, encoder: Encoder, public: PublicData | N
     start = time.perf_counter()
     private = PrivateTable(table.codes, table.numeric, domain, run.max_records_per_individual, ledger,
                            np.random.default_rng(seeds[1]), ids=table.ids, bound_rng=np.random.default_rng(seeds[0]),
-                           distinct=distinct)
+                           distinct=distinct, engine=engine)
     bounding = time.perf_counter() - start
     skip = structure.skipped(domain.names)
     skipped = set(domain.indices(skip))
     ctx = RunContext(domain, run.epsilon, run.delta, run.max_records, group_columns, jobs,
                      np.random.default_rng(seeds[2]), skip=skip,
-                     boxes=Boxes(tuple(b for b in structure.boxes.boxes if not skipped & set(b.columns))))
+                     boxes=Boxes(tuple(b for b in structure.boxes.boxes if not skipped & set(b.columns))),
+                     tasks=engine.map if engine is not None else None)
     stages, env = pipeline.stages(), Env(encoder, ctx, structure)
     with ctx.timed("measuring"):
         for stage in stages:
@@ -459,9 +483,9 @@ def _stages(side: PublicSide, spec: Method, reweighting: ReweightSpec | None, bi
 
 
 def _release_run(data: Prepared, run: Run, spec: Method, options, group_columns, jobs, seeds,
-                 distinct: tuple[str, ...], stages: Pipeline, plan: Plan) -> RunRelease:
+                 distinct: tuple[str, ...], stages: Pipeline, plan: Plan, engine) -> RunRelease:
     out = synthesize_run(data.table, data.encoder, data.public, run, spec, options, group_columns, jobs, seeds,
-                         data.structure, distinct, stages, plan)
+                         data.structure, distinct, stages, plan, engine)
     start = time.perf_counter()
     typed = decode_release(data.encoder, out.result, data.structure, np.random.default_rng(seeds[3]))
     broken = {rule: n for rule, n in violations(typed, data.schema.rules,

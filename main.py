@@ -34,6 +34,7 @@ from dpsyn.dataloader.submission import check_submission
 from dpsyn.dataloader.writing import StagedFiles, check_writable, committed_paths
 from dpsyn.lib.extras import require
 from dpsyn.lib.interrupts import raise_on_stop
+from dpsyn.lib.privacy.engine import ENGINES
 from dpsyn.lib.tuning import T
 from dpsyn.method import METHODS
 from dpsyn.method.base import OptionError, flag
@@ -85,7 +86,13 @@ def build_parser() -> argparse.ArgumentParser:
                           f"default: {DEFAULT_ID_COLUMN} when the private file has it")
     syn.add_argument("--seed", type=int, default=None,
                      help="fix all randomness (for tests only: seeded noise is NOT private)")
-    syn.add_argument("--jobs", type=int, default=1, help="worker processes")
+    syn.add_argument("--jobs", type=int, default=1, help="worker processes (for the Dask engine: its local workers)")
+    syn.add_argument("--engine", choices=ENGINES, default="local",
+                     help="where the private rows are held and counted and the groups synthesized: this process "
+                          "(local), or a Dask cluster (dask: a local one of --jobs workers, or --scheduler's); "
+                          "the same release either way")
+    syn.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                     help="with --engine dask: the address of a running dask.distributed scheduler to use")
     syn.add_argument("--on-invalid", choices=ON_INVALID, default="error",
                      help="what to do with values outside the schema: stop, clip numbers (dropping rows that "
                           "cannot be clipped), or drop the rows")
@@ -295,7 +302,7 @@ def release_settings(args, synthesize: bool = True) -> Settings:
     if not synthesize:
         return common
     return dataclasses.replace(common, seed=args.seed, id_column=args.id_column, jobs=args.jobs,
-                               on_invalid=args.on_invalid, show_private_counts=args.show_private_counts,
+                               engine=args.engine, scheduler=args.scheduler, on_invalid=args.on_invalid, show_private_counts=args.show_private_counts,
                                distinct_per_individual=_column_list(args.distinct_per_individual),
                                output=args.output)
 

@@ -1,6 +1,9 @@
 """Counting marginals of integer-coded records and turning noisy counts into distributions."""
 from __future__ import annotations
 
+from typing import Sequence
+
+import numba
 import numpy as np
 
 
@@ -22,6 +25,54 @@ def count_marginal(codes: np.ndarray, sizes: tuple[int, ...]) -> np.ndarray:
     One pass: a flattened cell index and ``np.bincount``.
     """
     return np.bincount(cell_index(codes, sizes), minlength=int(np.prod(sizes))).reshape(sizes)
+
+
+def code_dtype(sizes: Sequence[int]) -> np.dtype:
+    """The smallest unsigned integer type that holds codes 0..size-1 of every column."""
+    return np.min_scalar_type(max(max(sizes, default=1) - 1, 0))
+
+
+def compact_codes(codes: np.ndarray, sizes: Sequence[int]) -> np.ndarray:
+    """``codes`` (n × d, column j in 0..sizes[j]-1) in the smallest unsigned type that holds them, column
+    by column in memory (Fortran order), the layout ``count_marginals`` reads fastest."""
+    return np.asfortranarray(codes, dtype=code_dtype(sizes))
+
+
+def count_marginals(codes: np.ndarray, marginals: Sequence[tuple[Sequence[int], Sequence[int], Sequence[int]]]
+                    ) -> list[np.ndarray]:
+    """The histograms of many marginals of ``codes`` (n × d ints) in one parallel pass: each marginal is
+    (column indices, widths, shape), a column's code integer-divided by its width (1: exact), counts of
+    shape ``shape`` (as ``count_marginal`` of the coarsened columns).  Exact integer counts (int64)."""
+    if not marginals:
+        return []
+    arity = max(1, max(len(cols) for cols, _, _ in marginals))
+    columns = np.zeros((len(marginals), arity), dtype=np.int64)
+    widths = np.ones((len(marginals), arity), dtype=np.int64)
+    strides = np.zeros((len(marginals), arity), dtype=np.int64)
+    sizes = [int(np.prod(shape, dtype=np.int64)) for _, _, shape in marginals]
+    offsets = np.zeros(len(marginals) + 1, dtype=np.int64)
+    offsets[1:] = np.cumsum(sizes)
+    for q, (cols, ws, shape) in enumerate(marginals):
+        k = len(cols)
+        columns[q, :k], widths[q, :k] = cols, ws if len(ws) else 1
+        strides[q, :k] = [int(np.prod(shape[j + 1:], dtype=np.int64)) for j in range(k)]
+    out = np.zeros(offsets[-1], dtype=np.int64)
+    _count_many(codes, columns, widths, strides, offsets, out)
+    return [out[offsets[q]:offsets[q + 1]].reshape(tuple(shape)) for q, (_, _, shape) in enumerate(marginals)]
+
+
+@numba.njit(parallel=True, cache=True)
+def _count_many(codes, columns, widths, strides, offsets, out):
+    """out[offsets[q] + cell] += 1 for every row and marginal q (one marginal per thread at a time: no
+    two threads write the same counts)."""
+    n, arity = codes.shape[0], columns.shape[1]
+    for q in numba.prange(columns.shape[0]):
+        base = offsets[q]
+        for i in range(n):
+            cell = base
+            for j in range(arity):
+                cell += (np.int64(codes[i, columns[q, j]]) // widths[q, j]) * strides[q, j]
+            out[cell] += 1
 
 
 def clip_and_normalise(noisy: np.ndarray) -> np.ndarray:

@@ -27,6 +27,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from dpsyn.lib.tasks import run_tasks
 from dpsyn.lib.constraints import NO_BOXES, Boxes
 from dpsyn.lib.domain import Domain
 from dpsyn.lib.privacy.plan import Node
@@ -96,7 +97,7 @@ class RunContext:
     the noise is the private table's), ``timings`` (seconds per stage), the columns the
     release sets after synthesis (``skip``: derived and group-level columns, which a method
     need not measure) and the edit rules' forbidden boxes that synthesis must avoid (over
-    the other columns)."""
+    the other columns); ``tasks``: how independent synthesis tasks run (``run_tasks``)."""
 
     domain: Domain
     epsilon: float
@@ -108,6 +109,15 @@ class RunContext:
     timings: dict[str, float] = field(default_factory=dict)
     skip: tuple[str, ...] = ()
     boxes: Boxes = NO_BOXES
+    tasks: Callable | None = None
+
+    def run_tasks(self, fn: Callable, state, tasks, done: Callable[[], None] = lambda: None) -> list:
+        """[fn(state, task) for task in tasks] in order: through the release's engine (``tasks``: its map, one
+        cluster task each under the Dask engine), else in ``jobs`` forked processes (lib/tasks.py).  Public
+        inputs only; results do not depend on where the tasks ran."""
+        if self.tasks is not None:
+            return self.tasks(fn, state, tasks, done)
+        return run_tasks(fn, state, tasks, self.jobs, done)
 
     @contextmanager
     def timed(self, stage: str):

@@ -149,7 +149,7 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
         if joint:  # each group drawn from its own base records
             codes = synthesize_groups(base, per_group, group_idx, global_targets, per_group_1way, sizes, ctx.rng,
                                       ctx.jobs, boxes=ctx.boxes, fit=OWN_RAKE,
-                                      pieces=own_pools(base, per_group, group_idx, sizes))
+                                      pieces=own_pools(base, per_group, group_idx, sizes), run=ctx.run_tasks)
             return SynthesisResult(codes)
         if base is None:
             rich = public_codes is not None and bool(group_idx) and plan.regime == TWO_WAY  # groups drawn by raking
@@ -168,7 +168,7 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
             fit, pieces = OWN_REWRITE, assigned_rows(base, per_group, per_group_1way, ctx.rng)
         codes = synthesize_groups(base, per_group, group_idx, global_targets, per_group_1way, sizes, ctx.rng,
                                   ctx.jobs, reuse_equal_sizes=options.group_round > 1, boxes=ctx.boxes,
-                                  own_targets_only=own_only, fit=fit, pieces=pieces)
+                                  own_targets_only=own_only, fit=fit, pieces=pieces, run=ctx.run_tasks)
     return SynthesisResult(codes)
 
 

@@ -5,8 +5,6 @@ Post-processing only (reads noisy counts, consistent targets and synthetic recor
 from __future__ import annotations
 
 import logging
-from concurrent.futures import ProcessPoolExecutor
-from multiprocessing import get_context
 
 import numpy as np
 
@@ -18,6 +16,7 @@ from dpsyn.lib.measurement import Target
 from dpsyn.lib.progress import progress
 from dpsyn.lib.raking import balanced_groups, rake, rake_groups, stratified_order, systematic_draw
 from dpsyn.lib.shrinkage import shrink_counts
+from dpsyn.lib.tasks import run_tasks
 from dpsyn.lib.tuning import T
 
 log = logging.getLogger(__name__)
@@ -94,7 +93,6 @@ def group_sizes(noisy: np.ndarray, max_records: int, floor: int = 0, multiple: i
     return sizes.astype(np.int64)
 
 
-_STATE: tuple | None = None  # (base, group_idx, targets, stacked, sizes, group_shape, boxes, fit), for workers
 
 
 def per_group_targets(targets, per_group_1way: dict, n_groups: int) -> list:
@@ -165,9 +163,9 @@ def _members(cells: np.ndarray, per_group: np.ndarray) -> list[tuple[int, np.nda
             for g in np.flatnonzero(per_group)]
 
 
-def _one_group(args) -> np.ndarray:
+def _one_group(state, args) -> np.ndarray:
     cell, rows, rng = args  # rows: base row indices, or (RAKE) how many rows to draw, or (OWN_RAKE) (pool, how many)
-    base, group_idx, targets, stacked, sizes, group_shape, boxes, fit = _STATE
+    base, group_idx, targets, stacked, sizes, group_shape, boxes, fit = state
     if fit in (RAKE, OWN_RAKE):  # targets: the groups' own 1-way marginals, {column: groups × values}
         if fit == OWN_RAKE:
             pool, rows = base[rows[0]], rows[1]
@@ -197,7 +195,7 @@ def synthesize_groups(base: np.ndarray, per_group: np.ndarray, group_idx: list[i
                       per_group_1way: dict, sizes: tuple[int, ...], rng: np.random.Generator, jobs: int = 1,
                       reuse_equal_sizes: bool = False, boxes: Boxes = NO_BOXES,
                       own_targets_only: bool = False, fit: str = GUM_MOVES,
-                      pieces: list | None = None) -> np.ndarray:
+                      pieces: list | None = None, run=None) -> np.ndarray:
     """Records of every group stacked in group order: ``per_group[g]`` rows of ``base`` (the groups
     share the base out between them, ``partition_rows``) GUM-updated toward ``targets`` (global
     marginals); where ``per_group_1way[column]`` gives the group's own 1-way marginal (rows =
@@ -214,8 +212,9 @@ def synthesize_groups(base: np.ndarray, per_group: np.ndarray, group_idx: list[i
     from ``pieces``, (each group's own base records, its size) from ``own_pools``, then GUM rewriting toward
     its own 1-way marginals) or OWN_REWRITE (``pieces``: the base rows each group holds, from
     ``assigned_rows``, GUM-rewritten toward its own 1-way marginals).  No record lands in a ``boxes`` box
-    (raked draws copy base records, which are allowed)."""
-    global _STATE
+    (raked draws copy base records, which are allowed).  ``run(fn, state, tasks, done)`` runs the groups'
+    tasks (a RunContext's ``run_tasks``: the release's engine); default, ``jobs`` forked processes."""
+    run = run or (lambda fn, state, tasks, done: run_tasks(fn, state, tasks, jobs, done))
     if own_targets_only:
         targets = [(cols, values) for cols, values in targets if set(cols) & set(per_group_1way)]
     group_shape = tuple(sizes[j] for j in group_idx)
@@ -238,23 +237,9 @@ def synthesize_groups(base: np.ndarray, per_group: np.ndarray, group_idx: list[i
     elif fit not in (OWN_RAKE, OWN_REWRITE):
         pieces = partition_rows(len(base), per_group[cells], rng)
     tasks = [(int(c), rows, r) for c, rows, r in zip(cells, pieces, rngs)]
-    _STATE = (base, group_idx, targets, stacked, sizes, group_shape, boxes, fit)
-    bar = progress(len(tasks), "groups", "group", log, minimum=2)
-    try:
-        if jobs > 1 and len(tasks) > 1:
-            with ProcessPoolExecutor(jobs, mp_context=get_context("fork")) as pool:
-                parts = []
-                for part in pool.map(_one_group, tasks, chunksize=max(1, len(tasks) // (8 * jobs))):
-                    parts.append(part)
-                    bar.update()
-        else:
-            parts = []
-            for task in tasks:
-                parts.append(_one_group(task))
-                bar.update()
-    finally:
-        bar.close()
-        _STATE = None
+    state = (base, group_idx, targets, stacked, sizes, group_shape, boxes, fit)
+    with progress(len(tasks), "groups", "group", log, minimum=2) as bar:
+        parts = run(_one_group, state, tasks, bar.update)
     if not parts:
         return np.zeros((0, len(sizes)), dtype=np.int32)
     return np.concatenate(parts)
@@ -264,15 +249,11 @@ def _reuse_equal_sizes(tasks, base, group_idx, targets, sizes, group_shape, boxe
     """Groups that share global targets and a (rounded) size share one set of records: each
     distinct size is synthesized once, with the generator of its first group, and copied
     into every group of that size (the write-up's reuse of work with rounding to K)."""
-    global _STATE
-    _STATE = (base, [], targets, False, sizes, group_shape, boxes, fit)
-    try:
-        by_size = {}
-        for cell, n, rng in tasks:
-            if n not in by_size:
-                by_size[n] = _one_group((cell, draw_rows(len(base), n, rng), rng))
-    finally:
-        _STATE = None
+    state = (base, [], targets, False, sizes, group_shape, boxes, fit)
+    by_size = {}
+    for cell, n, rng in tasks:
+        if n not in by_size:
+            by_size[n] = _one_group(state, (cell, draw_rows(len(base), n, rng), rng))
     log.info("groups: %d distinct rounded sizes synthesized for %d groups", len(by_size), len(tasks))
     parts = []
     for cell, n, _ in tasks:

@@ -73,7 +73,7 @@ def table(data, theta, seed=0) -> PrivateTable:
 
 
 def exact(private: PrivateTable, query) -> np.ndarray:
-    return np.asarray(query.answer(private._PrivateTable__records), dtype=np.float64)
+    return np.asarray(private._answer(query), dtype=np.float64)
 
 
 def recorded_sensitivity(private: PrivateTable, query) -> float:

@@ -20,8 +20,15 @@ def bound_contributions(ids: np.ndarray, theta: int, rng: np.random.Generator,
 
     The choice depends only on ``rng``, the id grouping and each row's key, never on other values.
     """
+    return keep_rows(ids, theta, rng.random(len(ids)), keys)  # one random priority per row
+
+
+def keep_rows(ids: np.ndarray, theta: int, priority: np.ndarray, keys: np.ndarray | None = None) -> np.ndarray:
+    """``bound_contributions`` with each row's random ``priority`` given: for each id its ``theta`` rows of
+    lowest priority (after one row per (id, key), the lowest).  Which rows an id keeps depends on its
+    own rows alone, so any split of the table that keeps each id's rows together keeps the same rows."""
     group = pd.factorize(pd.Series(ids), use_na_sentinel=False)[0]
-    rows, priority = np.arange(len(group)), rng.random(len(group))  # one random priority per row
+    rows = np.arange(len(group))
     if keys is not None and len(group):
         keys = np.asarray(keys).reshape(len(group), -1)
         pair = np.unique(np.column_stack([group, keys]), axis=0, return_inverse=True)[1].ravel()

@@ -1,7 +1,8 @@
 """The private table: the only door through which a method reaches private data.
 
 A method gets a :class:`PrivateTable` and nothing else of the private side.  The table
-holds the records (bounded to theta rows per individual when ids are given), the
+holds the records (bounded to theta rows per individual when ids are given) through its
+measuring engine (engine.py: in this process, or in partitions on a Dask cluster), the
 run's ledger and its noise generator, and answers two kinds of calls:
 
 * ``measure(query, rho)``: a query of lib/privacy/queries.py plus exact discrete
@@ -26,7 +27,8 @@ import numpy as np
 
 from dpsyn.lib.domain import Domain
 from dpsyn.lib.privacy.accounting import Ledger
-from dpsyn.lib.privacy.bounding import bound_contributions
+from dpsyn.lib.marginals import compact_codes
+from dpsyn.lib.privacy.engine import LocalEngine
 from dpsyn.lib.privacy.mechanisms import exponential_mechanism, gaussian_mechanism
 from dpsyn.lib.privacy.queries import QUERY_KINDS, Query, Records, Sensitivity
 
@@ -72,15 +74,16 @@ class PrivateTable:
     declare.  ``distinct``: columns in which no two rows of one individual agree (with ids,
 bounding keeps one row per individual per combination of their codes first; without ids the
 parameters' declaration is taken as given, as theta is), which lowers the L2 sensitivity of
-queries whose cells include them.  ``rng`` draws the noise (and the selections' randomness) and should be the
+queries whose cells include them.  ``engine`` (engine.py; default LocalEngine) bounds, holds and counts the
+records.  ``rng`` draws the noise (and the selections' randomness) and should be the
     table's own: nothing released should be drawn from it; ``ledger`` holds the run's budget.
     """
 
-    __slots__ = ("domain", "theta", "distinct", "_ledger", "_rng", "_released", "__records", "__answers")
+    __slots__ = ("domain", "theta", "distinct", "_ledger", "_rng", "_released", "__engine", "__held", "__answers")
 
     def __init__(self, codes: np.ndarray, numeric: Mapping[str, np.ndarray], domain: Domain, theta: int,
                  ledger: Ledger, rng: np.random.Generator, ids: np.ndarray | None = None,
-                 bound_rng: np.random.Generator | None = None, distinct: tuple[str, ...] = ()):
+                 bound_rng: np.random.Generator | None = None, distinct: tuple[str, ...] = (), engine=None):
         if theta < 1:
             raise ValueError(f"theta must be >= 1, got {theta}")
         if set(numeric) != set(domain.ranges):
@@ -88,14 +91,17 @@ queries whose cells include them.  ``rng`` draws the noise (and the selections' 
         unknown = [c for c in distinct if c not in domain.names]
         if unknown:
             raise ValueError(f"distinct columns not in the domain: {', '.join(unknown)}")
+        engine = engine if engine is not None else LocalEngine()
         if ids is not None:
             keys = codes[:, domain.indices(distinct)] if distinct else None
-            keep = bound_contributions(ids, theta, bound_rng if bound_rng is not None else rng, keys)
+            priority = (bound_rng if bound_rng is not None else rng).random(len(ids))  # one per row
+            keep = engine.keep(ids, theta, priority, keys)
             codes = codes[keep]
             numeric = {name: values[keep] for name, values in numeric.items()}
         self.domain, self.theta, self.distinct = domain, int(theta), tuple(distinct)
         self._ledger, self._rng, self._released = ledger, rng, []
-        self.__records = Records(codes, dict(numeric), domain)
+        self.__engine = engine
+        self.__held = engine.hold(Records(compact_codes(codes, domain.sizes), dict(numeric), domain))
         self.__answers: dict = {}
 
     @property
@@ -138,9 +144,14 @@ queries whose cells include them.  ``rng`` draws the noise (and the selections' 
 
     def _answer(self, query: Query) -> np.ndarray:
         """The query's exact answer, computed once per query (the records never change)."""
-        if query not in self.__answers:
-            self.__answers[query] = query.answer(self.__records)
+        self._count([query])
         return self.__answers[query]
+
+    def _count(self, queries: Sequence[Query]) -> None:
+        """Exact answers of the queries not answered yet, asked of the engine together (one pass)."""
+        new = list(dict.fromkeys(q for q in queries if q not in self.__answers))
+        if new:
+            self.__answers.update(zip(new, self.__engine.answers(self.__held, new)))
 
     def _check(self, query) -> None:
         if type(query) not in QUERY_KINDS:
@@ -196,6 +207,7 @@ queries whose cells include them.  ``rng`` draws the noise (and the selections' 
                   f"(largest {sensitivity:.6g})")
 
         def scores() -> np.ndarray:
+            self._count(candidates)
             return np.array([w * (np.abs(self._answer(q) - np.asarray(r, dtype=np.float64)).sum() - p)
                              for q, r, w, p in zip(candidates, references, weights, penalties)])
         chosen, rho = exponential_mechanism(scores, len(candidates), sensitivity, rho, self._rng, self._ledger,
