@@ -35,8 +35,9 @@ import pandas as pd
 
 from dpsyn.dataloader.encoding import DEFAULT_BINS, Encoder
 from dpsyn.dataloader.draft import draft_parameters
-from dpsyn.dataloader.reading import (ON_INVALID, DataError, as_text, check_columns, individual_ids, public_ranges,
-                                      read_csv_text, read_header, read_table, validate)
+from dpsyn.dataloader.reading import (ON_INVALID, DataError, InvalidReport, as_text, check_columns, individual_ids,
+                                      public_ranges, read_csv_text, read_header, read_table, settle_invalid,
+                                      text_batches, typed_values, validate)
 from dpsyn.dataloader.rules import violations
 from dpsyn.dataloader.schema import (NUMERIC, Run, Schema, SchemaError, check_distinct, delta_warnings, load_schema,
                                      parse_schema)
@@ -49,7 +50,7 @@ from dpsyn.lib.privacy.accounting import BudgetExceeded, Ledger, classic_rho_fro
 from dpsyn.lib.privacy.mechanisms import NoiseTooLarge
 from dpsyn.lib.privacy.engine import ENGINES, make_engine
 from dpsyn.lib.privacy.plan import Plan
-from dpsyn.lib.marginals import cell_index
+from dpsyn.lib.marginals import cell_index, code_dtype
 from dpsyn.lib.privacy.private_table import Measurement, PrivateTable, Selection
 from dpsyn.lib.progress import log_above_bars, progress
 from dpsyn.method import METHODS
@@ -387,18 +388,40 @@ def _public_side(public, schema: Schema, bins: int, group_columns: tuple[str, ..
 
 def _read_private(private, side: PublicSide, id_column: str | None, on_invalid: str,
                   show_private_counts: bool) -> Prepared:
-    """Read, validate and encode the private table with the public side's encoder."""
-    start = time.perf_counter()
-    schema = side.schema
-    text, name = _text(private, schema, "private", id_column=id_column, private=True)
-    typed = validate(text, schema, name, on_invalid=on_invalid, hide_counts=not show_private_counts)
-    ids = individual_ids(typed[id_column], name) if id_column else None
-    reading = time.perf_counter() - start
-    start = time.perf_counter()
-    numeric = [c.name for c in schema.columns if c.kind == NUMERIC]
-    table = EncodedTable(side.encoder.encode(typed), {c: typed[c].to_numpy(dtype=np.float64) for c in numeric}, ids)
-    return Prepared(schema, side.encoder, table, side.public, id_column, reading + side.seconds,
-                    time.perf_counter() - start, side.structure)
+    """Read, validate and encode the private table with the public side's encoder, a batch of rows at a
+    time: each batch becomes codes of the smallest unsigned type that holds the domain (and raw values of
+    the numeric columns) before the next is read, so no whole table of text is ever held.  Values outside
+    the schema are summed over the batches and reported once (``validate``'s messages)."""
+    start, encoding = time.perf_counter(), 0.0
+    schema, encoder = side.schema, side.encoder
+    if isinstance(private, pd.DataFrame):
+        name = label = "private table"
+        batches = iter([check_columns(as_text(private), schema, name, id_column)])
+    else:
+        name, label = "private file", f"private file {Path(private)}"
+        batches = (check_columns(b, schema, label, id_column) for b in text_batches(private, name, private=True))
+    numeric_names = [c.name for c in schema.columns if c.kind == NUMERIC]
+    dtype = code_dtype(encoder.domain.sizes)
+    codes, numeric, ids, report, dropped = [], {c: [] for c in numeric_names}, [], InvalidReport(), 0
+    for text in batches:
+        typed, drop, batch_report = typed_values(text, schema, on_invalid)
+        report.merge(batch_report)
+        dropped += int(drop.sum())
+        typed = typed[~drop]
+        if id_column:
+            ids.append(individual_ids(typed[id_column], label))
+        encode_start = time.perf_counter()
+        codes.append(encoder.encode(typed).astype(dtype))
+        encoding += time.perf_counter() - encode_start
+        for c in numeric_names:
+            numeric[c].append(typed[c].to_numpy(dtype=np.float64))
+    settle_invalid(report, dropped, label, on_invalid, hide_counts=not show_private_counts)
+    if sum(len(c) for c in codes) == 0:
+        raise DataError(f"{label}: no valid rows left after handling values outside the schema")
+    table = EncodedTable(np.concatenate(codes), {c: np.concatenate(v) for c, v in numeric.items()},
+                         np.concatenate(ids) if id_column else None)
+    reading = time.perf_counter() - start - encoding
+    return Prepared(schema, encoder, table, side.public, id_column, reading + side.seconds, encoding, side.structure)
 
 
 def _check_before_measuring(side: PublicSide, stages: Pipeline, id_column: str | None,

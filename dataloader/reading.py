@@ -17,6 +17,7 @@ import logging
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 import pandas as pd
@@ -53,19 +54,23 @@ def read_header(path: str | Path) -> list[str]:
         return []
 
 
-def _read_parquet_text(path: Path, what: str) -> pd.DataFrame:
-    """Every cell of a Parquet file or folder as the text its CSV would hold (nulls empty)."""
-    import pyarrow as pa
+def _parquet_batches(path: Path, what: str) -> Iterator[pd.DataFrame]:
+    """Every cell of a Parquet file or folder as the text its CSV would hold (nulls empty), a batch at a time."""
     import pyarrow.dataset as ds
     try:
-        table = ds.dataset(path, format="parquet").to_table()
+        dataset = ds.dataset(path, format="parquet")
+        if not dataset.schema.names:
+            raise DataError(f"{what} {path}: empty (no columns)")
+        with progress(dataset.count_rows(), f"reading {what}", "row", log, minimum=READ_ROWS) as bar:
+            for batch in dataset.to_batches(batch_size=READ_ROWS):
+                df = as_text(batch.to_pandas())
+                df.columns = [str(c).strip() for c in df.columns]
+                bar.update(len(df))
+                yield df
     except (OSError, ValueError, pa.ArrowException) as exc:
+        if isinstance(exc, DataError):
+            raise
         raise DataError(f"{what} {path}: cannot read as Parquet: {str(exc).splitlines()[0]}") from None
-    if table.num_columns == 0:
-        raise DataError(f"{what} {path}: empty (no columns)")
-    df = as_text(table.to_pandas())
-    df.columns = [str(c).strip() for c in df.columns]
-    return df
 
 
 def read_csv_text(path: str | Path, what: str, private: bool = False) -> pd.DataFrame:
@@ -73,30 +78,40 @@ def read_csv_text(path: str | Path, what: str, private: bool = False) -> pd.Data
 
     ``private``: a parse error names the row's problem but not its text.
     """
+    batches = list(text_batches(path, what, private))
+    return pd.concat(batches, ignore_index=True) if len(batches) > 1 else batches[0]
+
+
+def text_batches(path: str | Path, what: str, private: bool = False) -> Iterator[pd.DataFrame]:
+    """``read_csv_text`` a batch of rows at a time (at least one batch, maybe without rows), so that a
+    caller can turn each into compact codes before the next is read; a progress bar (terminal only)."""
     path = Path(path)
     if is_parquet(path):
-        return _read_parquet_text(path, what)
+        yield from _parquet_batches(path, what)
+        return
     if not path.is_file():
         raise DataError(f"{what} {path}: not found or not a file")
     if path.stat().st_size == 0:
         raise DataError(f"{what} {path}: empty file (no header, no rows)")
     try:
-        df = _read_csv_batches(path, what)
+        yield from _csv_batches(path, what)
     except (OSError, ValueError, pa.ArrowException) as exc:
+        if isinstance(exc, DataError):
+            raise
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         if private:  # pyarrow appends the offending row: "Expected 2 columns, got 3: <row>"
             first = re.sub(r"(got \d+): .*", r"\1 (row text withheld: private data)", first)
         raise DataError(f"{what} {path}: cannot parse as CSV: {first}") from None
-    df.columns = [str(c).strip() for c in df.columns]
-    return df
 
 
-READ_BLOCK = 1 << 24  # bytes of CSV parsed per batch
+READ_BLOCK = 1 << 24  # bytes of CSV parsed per pyarrow block
+READ_ROWS = 1 << 20   # rows per batch handed on (CSV blocks are gathered up to about this many)
 
 
-def _read_csv_batches(path: Path, what: str) -> pd.DataFrame:
+def _csv_batches(path: Path, what: str) -> Iterator[pd.DataFrame]:
     """The CSV's cells as strings (empty cells empty, no missing-value guessing), parsed by pyarrow a
-    block at a time, with a progress bar over the file's bytes (terminal only)."""
+    block at a time and handed on about READ_ROWS rows at a time, with a progress bar over the file's
+    bytes (terminal only)."""
     import pyarrow.csv as pa_csv
     with open(path, newline="") as f:
         names = next(csv.reader(f), [])
@@ -106,12 +121,21 @@ def _read_csv_batches(path: Path, what: str) -> pd.DataFrame:
             progress(path.stat().st_size, f"reading {what}", "B", log, minimum=READ_BLOCK) as bar:
         reader = pa_csv.open_csv(stream, read_options=pa_csv.ReadOptions(block_size=READ_BLOCK),
                                  convert_options=convert)
-        batches = []
+        pending, rows, handed = [], 0, False
+
+        def hand_on():
+            df = pa.Table.from_batches(pending, schema=reader.schema).to_pandas()
+            df.columns = [str(c).strip() for c in df.columns]
+            return df
         for batch in reader:
-            batches.append(batch)
+            pending.append(batch)
+            rows += batch.num_rows
             bar.update(stream.tell() - bar.n)
-        table = pa.Table.from_batches(batches, schema=reader.schema)
-    return table.to_pandas()
+            if rows >= READ_ROWS:
+                yield hand_on()
+                pending, rows, handed = [], 0, True
+        if pending or not handed:
+            yield hand_on()
 
 
 def as_text(df: pd.DataFrame) -> pd.DataFrame:
@@ -183,6 +207,11 @@ class InvalidReport:
     def __bool__(self) -> bool:
         return bool(self.counts)
 
+    def merge(self, other: "InvalidReport") -> None:
+        for column, reasons in other.counts.items():
+            for reason, n in reasons.items():
+                self.add(column, reason, n)
+
     def summary(self, hide_counts: bool = False) -> str:
         return "; ".join(f"{col}: " + ", ".join(why if hide_counts else f"{n} {why}" for why, n in reasons.items())
                          for col, reasons in self.counts.items())
@@ -209,6 +238,18 @@ def validate(df: pd.DataFrame, schema: Schema, what: str, on_invalid: str = "err
     """
     if on_invalid not in ON_INVALID:
         raise ValueError(f"on_invalid must be one of {ON_INVALID}")
+    typed, drop, report = typed_values(df, schema, on_invalid, public)
+    settle_invalid(report, int(drop.sum()), what, on_invalid, public, hide_counts, hint)
+    typed = typed[~drop].reset_index(drop=True)
+    if len(typed) == 0:
+        raise DataError(f"{what}: no valid rows left after handling values outside the schema")
+    return typed
+
+
+def typed_values(df: pd.DataFrame, schema: Schema, on_invalid: str, public: bool = False
+                 ) -> tuple[pd.DataFrame, np.ndarray, InvalidReport]:
+    """``validate``'s work on one batch, before any message: the typed batch (clipped where the policy
+    says), which rows to drop, and what was outside the schema."""
     report = InvalidReport()
     out: dict[str, object] = {}
     drop = np.zeros(len(df), dtype=bool)
@@ -242,25 +283,28 @@ def validate(df: pd.DataFrame, schema: Schema, what: str, on_invalid: str = "err
     for extra in df.columns:
         if extra not in out:
             out[extra] = df[extra].to_numpy()
-    typed = pd.DataFrame(out, index=df.index)
-    if report:
-        summary = report.summary(hide_counts)
-        if on_invalid == "error" and not public:
-            withheld = f" ({HIDDEN_COUNTS})" if hide_counts else ""
-            raise DataError(f"{what}: values outside the schema: {summary}{hint}{withheld}")
-        if public:  # by design, not a problem: a public file may cover other areas or wider ranges
-            log.info("%s: %s are read as missing in those cells or clipped to the schema's ranges; the rest of "
-                     "each row is still used%s", what, summary,
-                     f" ({int(drop.sum())} row(s) without a readable number dropped)" if drop.any() else "")
-        else:
-            action = ("clipped numbers, dropped rows that cannot be clipped" if on_invalid == "clip"
-                      else "dropped those rows")
-            how_many = f" ({HIDDEN_COUNTS})" if hide_counts else f"; {int(drop.sum())} row(s) dropped"
-            log.warning("%s: values outside the schema: %s; %s%s", what, summary, action, how_many)
-    typed = typed[~drop].reset_index(drop=True)
-    if len(typed) == 0:
-        raise DataError(f"{what}: no valid rows left after handling values outside the schema")
-    return typed
+    return pd.DataFrame(out, index=df.index), drop, report
+
+
+def settle_invalid(report: InvalidReport, dropped: int, what: str, on_invalid: str, public: bool = False,
+                   hide_counts: bool = False, hint: str = " (fix the data, or pass --on-invalid clip or drop)") -> None:
+    """``validate``'s message for the values outside the schema of a whole table (``report``, summed over
+    its batches; ``dropped`` rows): DataError under on_invalid='error' (private data), else one log line."""
+    if not report:
+        return
+    summary = report.summary(hide_counts)
+    if on_invalid == "error" and not public:
+        withheld = f" ({HIDDEN_COUNTS})" if hide_counts else ""
+        raise DataError(f"{what}: values outside the schema: {summary}{hint}{withheld}")
+    if public:  # by design, not a problem: a public file may cover other areas or wider ranges
+        log.info("%s: %s are read as missing in those cells or clipped to the schema's ranges; the rest of "
+                 "each row is still used%s", what, summary,
+                 f" ({dropped} row(s) without a readable number dropped)" if dropped else "")
+    else:
+        action = ("clipped numbers, dropped rows that cannot be clipped" if on_invalid == "clip"
+                  else "dropped those rows")
+        how_many = f" ({HIDDEN_COUNTS})" if hide_counts else f"; {dropped} row(s) dropped"
+        log.warning("%s: values outside the schema: %s; %s%s", what, summary, action, how_many)
 
 
 def category_codes(text: pd.Series, col: Column) -> np.ndarray:

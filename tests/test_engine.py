@@ -1,0 +1,110 @@
+"""The measuring engines agree: the Dask engine (an in-process LocalCluster: no network) keeps the same
+rows, gives the same answers to every query kind and the same release bytes as the local engine; an
+individual whose rows sit in different partitions keeps at most theta; a failing task writes nothing."""
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dpsyn.lib.marginals import compact_codes, count_marginal, count_marginals
+from dpsyn.lib.privacy.accounting import Ledger
+from dpsyn.lib.privacy.engine import DaskEngine, LocalEngine
+from dpsyn.lib.privacy.private_table import PrivateTable
+from dpsyn.lib.privacy.queries import Marginal
+
+from test_neighbours import DOMAIN, QUERIES, neighbours
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    from distributed import LocalCluster
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def dask_engine(cluster):
+    engine = DaskEngine(scheduler=cluster.scheduler_address, partitions=3)
+    yield engine
+    engine.close()
+
+
+def test_count_marginals_matches_one_marginal_at_a_time():
+    rng = np.random.default_rng(0)
+    sizes = (5, 300, 7, 2, 40)
+    codes = np.column_stack([rng.integers(0, s, 5000) for s in sizes]).astype(np.int32)
+    specs = [((0,), (1,), (5,)), ((1, 2), (10, 1), (30, 7)), ((0, 3, 4), (1, 1, 1), (5, 2, 40)), ((), (), ())]
+    got = count_marginals(compact_codes(codes, sizes), specs)
+    assert compact_codes(codes, sizes).dtype == np.uint16
+    for (cols, widths, shape), counts in zip(specs, got):
+        coarse = codes[:, list(cols)] // np.asarray(widths, dtype=np.int32) if cols else codes[:, :0]
+        assert np.array_equal(counts, count_marginal(coarse, shape).reshape(shape))
+
+
+def _table(data, theta, engine):
+    codes, numeric, ids = data
+    return PrivateTable(codes, numeric, DOMAIN, theta, Ledger(1.0, 1e-9), np.random.default_rng(0), ids=ids,
+                        bound_rng=np.random.default_rng(99), distinct=("B",) if theta > 1 else (), engine=engine)
+
+
+@pytest.mark.parametrize("theta", [1, 3])
+def test_both_engines_keep_the_same_rows_and_answer_alike(dask_engine, theta):
+    _, data = neighbours(theta, clustered=False, seed=5)
+    local, spread = _table(data, theta, LocalEngine()), _table(data, theta, dask_engine)
+    for query in QUERIES:
+        a, b = local._answer(query), spread._answer(query)
+        if query.integer:
+            assert np.array_equal(a, b), query.describe()
+        else:
+            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-9, err_msg=query.describe())
+    # same noise too: the noisy answer of a count is identical under one generator
+    assert np.array_equal(local.measure(Marginal(("A", "B")), 0.01).noisy, spread.measure(Marginal(("A", "B")), 0.01).noisy)
+
+
+def test_an_individual_spread_over_partitions_keeps_at_most_theta(dask_engine):
+    n, theta = 600, 2
+    ids = np.array([f"p{i % 50}" for i in range(n)], dtype=object)  # every id in every row partition
+    priority = np.random.default_rng(3).random(n)
+    kept = dask_engine.keep(ids, theta, priority, None)
+    assert np.array_equal(kept, LocalEngine().keep(ids, theta, priority, None))
+    _, counts = np.unique(ids[kept], return_counts=True)
+    assert len(counts) == 50 and counts.max() == theta
+
+
+def _release(tmp_path, sprint2_files, name, *extra):
+    params, private, public = sprint2_files
+    out = tmp_path / name / "submission.csv"
+    proc = subprocess.run([sys.executable, "main.py", "--params", params, "--private", private, "--public", public,
+                           "--output", out, "--seed", "1", "--on-invalid", "clip", "--group-columns", "YEAR", *extra],
+                          cwd=ROOT, capture_output=True, text=True)
+    return proc, out
+
+
+def test_the_same_release_bytes_on_either_engine(tmp_path, sprint2_files):
+    local, out_local = _release(tmp_path, sprint2_files, "local")
+    spread, out_dask = _release(tmp_path, sprint2_files, "dask", "--engine", "dask", "--jobs", "2")
+    assert local.returncode == 0, local.stderr
+    assert spread.returncode == 0, spread.stderr
+    assert "engine: dask" in spread.stderr
+    assert out_local.read_bytes() == out_dask.read_bytes()
+
+
+def test_bad_input_and_a_failed_task_write_nothing(tmp_path, sprint2_files, cluster, monkeypatch, capsys):
+    from dpsyn import main
+    params, private, public = sprint2_files
+    out = tmp_path / "out" / "submission.csv"
+    code = main.main(["--params", str(params), "--private", str(tmp_path / "missing.csv"), "--public", str(public),
+                      "--output", str(out), "--engine", "dask", "--scheduler", cluster.scheduler_address])
+    assert code == 2 and "missing.csv" in capsys.readouterr().err.strip().splitlines()[-1]
+
+    def broken(records, queries):
+        raise RuntimeError("worker lost")
+    monkeypatch.setattr("dpsyn.lib.privacy.engine._part_answers", broken)
+    code = main.main(["--params", str(params), "--private", str(private), "--public", str(public), "--output",
+                      str(out), "--on-invalid", "clip", "--engine", "dask", "--scheduler", cluster.scheduler_address])
+    assert code == 1 and "worker lost" in capsys.readouterr().err
+    assert not out.parent.exists() or not any(out.parent.iterdir())
