@@ -35,9 +35,9 @@ import pandas as pd
 
 from dpsyn.dataloader.encoding import DEFAULT_BINS, Encoder
 from dpsyn.dataloader.draft import draft_parameters
-from dpsyn.dataloader.reading import (ON_INVALID, DataError, InvalidReport, as_text, check_columns, individual_ids,
-                                      public_ranges, read_csv_text, read_header, read_table, settle_invalid,
-                                      text_batches, typed_values, validate)
+from dpsyn.dataloader.private_rows import BatchEncoder, check_rows, dask_partitions, join, settle
+from dpsyn.dataloader.reading import (ON_INVALID, DataError, as_text, check_columns, public_ranges, read_csv_text,
+                                      read_header, read_table, text_batches, validate)
 from dpsyn.dataloader.rules import violations
 from dpsyn.dataloader.schema import (NUMERIC, Run, Schema, SchemaError, check_distinct, delta_warnings, load_schema,
                                      parse_schema)
@@ -48,9 +48,9 @@ from dpsyn.lib.constraints import Boxes
 from dpsyn.lib.extras import MissingExtra, require
 from dpsyn.lib.privacy.accounting import BudgetExceeded, Ledger, classic_rho_from_eps_delta
 from dpsyn.lib.privacy.mechanisms import NoiseTooLarge
-from dpsyn.lib.privacy.engine import ENGINES, make_engine
+from dpsyn.lib.privacy.engine import ENGINES, DaskEngine, Loaded, make_engine
 from dpsyn.lib.privacy.plan import Plan
-from dpsyn.lib.marginals import cell_index, code_dtype
+from dpsyn.lib.marginals import cell_index
 from dpsyn.lib.privacy.private_table import Measurement, PrivateTable, Selection
 from dpsyn.lib.progress import log_above_bars, progress
 from dpsyn.method import METHODS
@@ -70,11 +70,12 @@ BAD_INPUT = (SchemaError, DataError, OptionError, NoiseTooLarge, BudgetExceeded,
 @dataclass(frozen=True)
 class EncodedTable:
     """Encoded private records (n × d codes), the raw values of numeric columns and each row's
-    individual id (or None).  Held by the pipeline; a method sees them only through a PrivateTable."""
+    individual (64-bit id hashes, or None), or the same left on the Dask engine's workers (``loaded``).  Held by the pipeline; a method sees them only through a PrivateTable."""
 
-    codes: np.ndarray
-    numeric: Mapping[str, np.ndarray]
+    codes: np.ndarray | None
+    numeric: Mapping[str, np.ndarray] | None
     ids: np.ndarray | None
+    loaded: Loaded | None = None  # instead of the three above: rows the Dask engine read onto its workers
 
 
 @dataclass(frozen=True)
@@ -172,20 +173,19 @@ def release(private: pd.DataFrame | str | Path, params: Mapping | str | Path | S
     stages = _stages(side, spec, reweighting, s.bin_values)
     _check_before_measuring(side, stages, id_column, distinct)
     plans = [plan_run(run, stages, spec, method_options, bool(groups)) for run in side.schema.runs]
-    data = _read_private(private, side, id_column, s.on_invalid, s.show_private_counts)
-    _log_plan(side.schema, side.encoder, groups, id_column, spec.name, side.structure, distinct)
-    if stages.reweighting is not None:
-        _log_reweighting(stages.reweighting)
-    for line in (line for p in plans for line in p.lines()):  # fixed above, before the private file was read
-        log.info("plan: %s", line)
-
-    runs = list(data.schema.runs)
-    seeds = [seq.spawn(4) for seq in seed_seq.spawn(len(runs))]
-    releases = []
     engine = make_engine(s.engine, s.jobs, s.scheduler)
-    if engine.name != "local":
-        log.info("engine: %s, %d partitions of the private rows", engine.name, engine.partitions)
     try:
+        if engine.name != "local":
+            log.info("engine: %s, %d partitions of the private rows", engine.name, engine.partitions)
+        data = _read_private(private, side, id_column, s.on_invalid, s.show_private_counts, engine)
+        _log_plan(side.schema, side.encoder, groups, id_column, spec.name, side.structure, distinct)
+        if stages.reweighting is not None:
+            _log_reweighting(stages.reweighting)
+        for line in (line for p in plans for line in p.lines()):  # fixed above, before the private file was read
+            log.info("plan: %s", line)
+        runs = list(data.schema.runs)
+        seeds = [seq.spawn(4) for seq in seed_seq.spawn(len(runs))]
+        releases = []
         with log_above_bars(log), progress(len(runs), "runs", "run", log) as bar:
             for run, run_plan, run_seeds in zip(runs, plans, seeds):
                 releases.append(_release_run(data, run, spec, method_options, groups, s.jobs, run_seeds, distinct,
@@ -195,8 +195,7 @@ def release(private: pd.DataFrame | str | Path, params: Mapping | str | Path | S
         engine.close()
     for r in releases:
         _summarise(r, spec.name)
-    log.info("reading %.2fs, encoding %.2fs; total %.1fs", data.reading, data.encoding,
-             time.perf_counter() - started)
+    log.info("reading and encoding %.2fs; total %.1fs", data.reading, time.perf_counter() - started)
     if output is not None:  # the last step: after it the release is on disk whatever happens
         write_release(releases, data.schema, output, data.id_column)
     return releases
@@ -346,7 +345,6 @@ class Prepared:
     public: PublicData | None
     id_column: str | None
     reading: float
-    encoding: float
     structure: Structure = Structure()
 
 
@@ -386,42 +384,37 @@ def _public_side(public, schema: Schema, bins: int, group_columns: tuple[str, ..
     return PublicSide(schema, encoder, public_data, structure, time.perf_counter() - start)
 
 
-def _read_private(private, side: PublicSide, id_column: str | None, on_invalid: str,
-                  show_private_counts: bool) -> Prepared:
-    """Read, validate and encode the private table with the public side's encoder, a batch of rows at a
-    time: each batch becomes codes of the smallest unsigned type that holds the domain (and raw values of
-    the numeric columns) before the next is read, so no whole table of text is ever held.  Values outside
-    the schema are summed over the batches and reported once (``validate``'s messages)."""
-    start, encoding = time.perf_counter(), 0.0
-    schema, encoder = side.schema, side.encoder
-    if isinstance(private, pd.DataFrame):
-        name = label = "private table"
-        batches = iter([check_columns(as_text(private), schema, name, id_column)])
+def _read_private(private, side: PublicSide, id_column: str | None, on_invalid: str, show_private_counts: bool,
+                  engine=None) -> Prepared:
+    """Read, validate and encode the private table with the public side's encoder a batch of rows at a time
+    (dataloader/private_rows.py): each batch becomes codes of the smallest unsigned type that holds the
+    domain, the numeric columns' raw values and 64-bit id hashes before the next is read, so no whole table
+    of text is ever held.  Under the Dask engine a file is read on the workers and stays there.  Values
+    outside the schema are summed over the batches and reported once (``validate``'s messages)."""
+    start = time.perf_counter()
+    schema = side.schema
+    label = "private table" if isinstance(private, pd.DataFrame) else f"private file {Path(private)}"
+    encode = BatchEncoder(schema, side.encoder, id_column, on_invalid, label)
+    if isinstance(engine, DaskEngine) and not isinstance(private, pd.DataFrame):
+        parts, typed = dask_partitions(private, label)
+        loaded, summaries = engine.load(parts, dataclasses.replace(encode, as_text=typed, rows_required=False),
+                                        id_column is not None)
+        check_rows(sum(loaded.rows), summaries, label)
+        table = EncodedTable(None, None, None, loaded)
     else:
-        name, label = "private file", f"private file {Path(private)}"
-        batches = (check_columns(b, schema, label, id_column) for b in text_batches(private, name, private=True))
-    numeric_names = [c.name for c in schema.columns if c.kind == NUMERIC]
-    dtype = code_dtype(encoder.domain.sizes)
-    codes, numeric, ids, report, dropped = [], {c: [] for c in numeric_names}, [], InvalidReport(), 0
-    for text in batches:
-        typed, drop, batch_report = typed_values(text, schema, on_invalid)
-        report.merge(batch_report)
-        dropped += int(drop.sum())
-        typed = typed[~drop]
-        if id_column:
-            ids.append(individual_ids(typed[id_column], label))
-        encode_start = time.perf_counter()
-        codes.append(encoder.encode(typed).astype(dtype))
-        encoding += time.perf_counter() - encode_start
-        for c in numeric_names:
-            numeric[c].append(typed[c].to_numpy(dtype=np.float64))
-    settle_invalid(report, dropped, label, on_invalid, hide_counts=not show_private_counts)
-    if sum(len(c) for c in codes) == 0:
-        raise DataError(f"{label}: no valid rows left after handling values outside the schema")
-    table = EncodedTable(np.concatenate(codes), {c: np.concatenate(v) for c, v in numeric.items()},
-                         np.concatenate(ids) if id_column else None)
-    reading = time.perf_counter() - start - encoding
-    return Prepared(schema, encoder, table, side.public, id_column, reading + side.seconds, encoding, side.structure)
+        batches = [as_text(private)] if isinstance(private, pd.DataFrame) else \
+            text_batches(private, "private file", private=True)
+        parts, summaries = [], []
+        for batch in batches:
+            part, summary = encode(batch)
+            parts.append(part)
+            summaries.append(summary)
+        check_rows(sum(len(p.codes) for p in parts), summaries, label)
+        part = join(parts)
+        table = EncodedTable(part.codes, part.numeric, part.ids)
+    settle(summaries, label, on_invalid, hide_counts=not show_private_counts)
+    return Prepared(schema, side.encoder, table, side.public, id_column,
+                    time.perf_counter() - start + side.seconds, side.structure)
 
 
 def _check_before_measuring(side: PublicSide, stages: Pipeline, id_column: str | None,
@@ -473,7 +466,7 @@ def synthesize_run(table: EncodedTable, encoder: Encoder, public: PublicData | N
     start = time.perf_counter()
     private = PrivateTable(table.codes, table.numeric, domain, run.max_records_per_individual, ledger,
                            np.random.default_rng(seeds[1]), ids=table.ids, bound_rng=np.random.default_rng(seeds[0]),
-                           distinct=distinct, engine=engine)
+                           distinct=distinct, engine=engine, loaded=table.loaded)
     bounding = time.perf_counter() - start
     skip = structure.skipped(domain.names)
     skipped = set(domain.indices(skip))

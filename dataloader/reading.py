@@ -154,7 +154,7 @@ def as_text(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def check_columns(df: pd.DataFrame, schema: Schema, what: str, id_column: str | None = None,
-                  allow_extra: bool = False) -> pd.DataFrame:
+                  allow_extra: bool = False, rows_required: bool = True) -> pd.DataFrame:
     """The schema columns (and ``id_column``) of a text table, in order; one DataError per problem.
 
     Every schema column is required; extra columns are an error unless ``allow_extra`` (then
@@ -174,7 +174,7 @@ def check_columns(df: pd.DataFrame, schema: Schema, what: str, id_column: str | 
                         f"(remove them, or name the individual-id column with --id-column)")
     if extra:
         log.info("%s: ignoring column(s) not in the schema: %s", what, ", ".join(extra))
-    if len(df) == 0:
+    if len(df) == 0 and rows_required:
         raise DataError(f"{what}: has a header but no rows")
     return df[wanted]
 
@@ -187,11 +187,13 @@ def read_table(path: str | Path, schema: Schema, what: str, id_column: str | Non
 
 
 def individual_ids(text: pd.Series, what: str) -> np.ndarray:
-    """Each row's individual id, stripped; a blank id is an error (no count: the ids are private)."""
+    """Each row's individual as a 64-bit hash of its stripped id (uint64: 8 bytes a row, the same in any batch
+    or process); a blank id is an error (no count: the ids are private).  Two ids with one hash would be
+    bounded as one individual, which only cuts rows: theta still bounds every real individual."""
     ids = text.astype(str).str.strip()
     if (ids == "").any():
         raise DataError(f"{what}: column {text.name} has blank individual ids; every row needs one")
-    return ids.to_numpy(dtype=object)
+    return pd.util.hash_pandas_object(ids, index=False).to_numpy(dtype=np.uint64)
 
 
 @dataclass

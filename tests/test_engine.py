@@ -108,3 +108,27 @@ def test_bad_input_and_a_failed_task_write_nothing(tmp_path, sprint2_files, clus
                       str(out), "--on-invalid", "clip", "--engine", "dask", "--scheduler", cluster.scheduler_address])
     assert code == 1 and "worker lost" in capsys.readouterr().err
     assert not out.parent.exists() or not any(out.parent.iterdir())
+
+
+def test_parquet_read_on_the_workers_gives_the_csv_release(tmp_path, sprint2_files):
+    import pandas as pd
+    params, private, public = sprint2_files
+    folder = tmp_path / "private_parquet"
+    folder.mkdir()
+    frame = pd.read_csv(private, dtype=str, keep_default_na=False)
+    for k, half in enumerate((frame.iloc[:700], frame.iloc[700:])):  # one individual may straddle the files
+        half.to_parquet(folder / f"part{k}.parquet", index=False)
+    local, out_local = _release(tmp_path, sprint2_files, "local")
+    spread, out_dask = _release(tmp_path, (params, folder, public), "dask", "--engine", "dask", "--jobs", "2")
+    assert spread.returncode == 0, spread.stderr
+    assert out_local.read_bytes() == out_dask.read_bytes()
+
+
+def test_values_outside_the_schema_give_the_same_line_on_either_engine(tmp_path, sprint2_files):
+    params, private, public = sprint2_files
+    local, out_local = _release(tmp_path, sprint2_files, "local", "--on-invalid", "error")
+    spread, out_dask = _release(tmp_path, sprint2_files, "dask", "--on-invalid", "error", "--engine", "dask")
+    assert local.returncode == spread.returncode == 2
+    assert local.stderr.strip().splitlines()[-1] == spread.stderr.strip().splitlines()[-1]
+    assert "values outside the schema" in local.stderr
+    assert not out_local.exists() and not out_dask.exists()

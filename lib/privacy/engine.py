@@ -20,11 +20,13 @@ order of floating-point additions.
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from dpsyn.lib.marginals import count_marginals
+from dpsyn.lib.domain import Domain
+from dpsyn.lib.marginals import compact_codes, count_marginals
 from dpsyn.lib.privacy.bounding import keep_rows
 from dpsyn.lib.privacy.queries import DependencyScores, Marginal, Records, independence_gap
 from dpsyn.lib.tasks import run_tasks
@@ -83,6 +85,68 @@ def _part_answers(records: Records, queries: Sequence) -> list[np.ndarray]:
     return exact_answers(records, queries)
 
 
+@dataclass(frozen=True)
+class Part:
+    """Rows of one partition of the private file, read and encoded on a worker: codes (n × d, the smallest
+    unsigned type), raw values of the numeric columns, each row's individual (uint64 hashes) or None."""
+
+    codes: np.ndarray
+    numeric: Mapping[str, np.ndarray]
+    ids: np.ndarray | None
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """The private file's Parts, left on the cluster by ``DaskEngine.load``: their futures, their row counts,
+    whether they carry individual ids, and the engine that holds them."""
+
+    pieces: list
+    rows: tuple[int, ...]
+    has_ids: bool
+    engine: Any
+
+
+def _first(pair):
+    return pair[0]
+
+
+def _second(pair):
+    return pair[1]
+
+
+def _rows(part: Part) -> int:
+    return len(part.codes)
+
+
+def _bounding_frame(ids: np.ndarray, offset: int, priority: np.ndarray, keys: np.ndarray | None):
+    """(id, row, priority, key0...) of rows offset.. of the file: what bounding needs of them."""
+    import pandas as pd
+    frame = pd.DataFrame({"id": np.asarray(ids), "row": np.arange(offset, offset + len(ids), dtype=np.int64),
+                          "priority": priority})
+    if keys is not None:
+        keys = np.asarray(keys).reshape(len(ids), -1)
+        for j in range(keys.shape[1]):
+            frame[f"key{j}"] = keys[:, j].astype(np.int64)
+    return frame
+
+
+def _piece_bounding_frame(part: Part, offset: int, state: dict, key_idx: list[int]):
+    """``_bounding_frame`` of a Part, its priorities the draws offset.. of the generator at ``state``."""
+    generator = np.random.PCG64()
+    generator.state = state
+    generator.advance(offset)  # one 64-bit step per float64 draw
+    priority = np.random.Generator(generator).random(len(part.codes))
+    return _bounding_frame(part.ids, offset, priority, part.codes[:, key_idx] if key_idx else None)
+
+
+def _as_records(part: Part, kept: np.ndarray | None, domain: Domain) -> Records:
+    """The Part's kept rows (positions within it; None: all) as Records in the compact column-major layout."""
+    codes, numeric = part.codes, part.numeric
+    if kept is not None:
+        codes, numeric = codes[kept], {c: v[kept] for c, v in numeric.items()}
+    return Records(compact_codes(codes, domain.sizes), dict(numeric), domain)
+
+
 def _part_keep(frame, theta: int, key_columns: list[str]):
     """The kept rows' positions among one shuffled partition's rows (all of each id's rows are in it)."""
     keys = frame[key_columns].to_numpy() if key_columns else None
@@ -113,18 +177,46 @@ class DaskEngine:
     def keep(self, ids: np.ndarray, theta: int, priority: np.ndarray, keys: np.ndarray | None) -> np.ndarray:
         """``keep_rows`` after a shuffle on the id: every id's rows meet in one partition."""
         import dask.dataframe as dd
-        import pandas as pd
-        frame = pd.DataFrame({"id": pd.Series(ids, dtype="string"), "row": np.arange(len(ids), dtype=np.int64),
-                              "priority": priority})
-        key_columns = []
-        if keys is not None:
-            keys = np.asarray(keys).reshape(len(ids), -1)
-            key_columns = [f"key{j}" for j in range(keys.shape[1])]
-            for j, name in enumerate(key_columns):
-                frame[name] = keys[:, j]
-        table = dd.from_pandas(frame, npartitions=self.partitions, sort=False).shuffle("id", method="tasks")
-        kept = table.map_partitions(_part_keep, theta, key_columns, meta=("row", "int64"))
+        frame = _bounding_frame(ids, 0, priority, keys)
+        return self._kept(dd.from_pandas(frame, npartitions=self.partitions, sort=False), theta)
+
+    def _kept(self, table, theta: int) -> np.ndarray:
+        """Sorted kept rows of a dask frame of (id, row, priority, key...), shuffled on the id."""
+        key_columns = [c for c in table.columns if c.startswith("key")]
+        kept = table.shuffle("id", method="tasks").map_partitions(_part_keep, theta, key_columns,
+                                                                  meta=("row", "int64"))
         return np.sort(self.client.compute(kept).result().to_numpy())
+
+    def load(self, parts: Sequence, encode: Callable, has_ids: bool) -> tuple[Loaded, list]:
+        """Reads and encodes the private file on the workers: ``encode(part)`` of each dask-delayed text
+        partition gives (Part, summary); the Parts stay on the workers and only the summaries (what was
+        outside the schema, how many rows) come back, in partition order."""
+        import dask
+        results = self.client.compute([dask.delayed(encode)(part) for part in parts])
+        pieces = [self.client.submit(_first, r, pure=False) for r in results]
+        summaries = self.client.gather([self.client.submit(_second, r, pure=False) for r in results])
+        rows = self.client.gather([self.client.submit(_rows, piece, pure=False) for piece in pieces])
+        return Loaded(pieces, tuple(rows), has_ids, self), summaries
+
+    def hold_loaded(self, loaded: Loaded, domain: Domain, theta: int, bound_rng: np.random.Generator | None,
+                    key_idx: list[int]) -> list:
+        """Bounded Records per partition, on the workers (the handle ``answers`` takes): with ids, each
+        row's priority the one ``bound_rng.random(n)`` would give it in file order (so the same rows as
+        the local engine), the rows shuffled on the id and cut by ``keep_rows``."""
+        import dask
+        import dask.dataframe as dd
+        if bound_rng is None:
+            return [self.client.submit(_as_records, piece, None, domain, pure=False) for piece in loaded.pieces]
+        offsets = np.r_[0, np.cumsum(loaded.rows)].astype(np.int64)
+        state = bound_rng.bit_generator.state
+        frames = [dask.delayed(_piece_bounding_frame)(piece, int(offset), state, key_idx)
+                  for piece, offset in zip(loaded.pieces, offsets[:-1])]
+        meta = _bounding_frame(np.zeros(0, np.uint64), 0, np.zeros(0), np.zeros((0, len(key_idx)), np.int64)
+                               if key_idx else None)
+        kept = self._kept(dd.from_delayed(frames, meta=meta), theta)
+        bounds = np.searchsorted(kept, offsets)
+        return [self.client.submit(_as_records, piece, kept[a:b] - offset, domain, pure=False)
+                for piece, a, b, offset in zip(loaded.pieces, bounds[:-1], bounds[1:], offsets[:-1])]
 
     def hold(self, records: Records) -> list:
         """Scatters ``records`` to the workers in contiguous row partitions; their futures are the handle."""

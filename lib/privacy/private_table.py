@@ -75,7 +75,8 @@ class PrivateTable:
 bounding keeps one row per individual per combination of their codes first; without ids the
 parameters' declaration is taken as given, as theta is), which lowers the L2 sensitivity of
 queries whose cells include them.  ``engine`` (engine.py; default LocalEngine) bounds, holds and counts the
-records.  ``rng`` draws the noise (and the selections' randomness) and should be the
+records; ``loaded`` (engine.Loaded), instead of ``codes`` and ``numeric``: rows the engine read onto its
+workers, bounded there when they carry ids.  ``rng`` draws the noise (and the selections' randomness) and should be the
     table's own: nothing released should be drawn from it; ``ledger`` holds the run's budget.
     """
 
@@ -83,26 +84,31 @@ records.  ``rng`` draws the noise (and the selections' randomness) and should be
 
     def __init__(self, codes: np.ndarray, numeric: Mapping[str, np.ndarray], domain: Domain, theta: int,
                  ledger: Ledger, rng: np.random.Generator, ids: np.ndarray | None = None,
-                 bound_rng: np.random.Generator | None = None, distinct: tuple[str, ...] = (), engine=None):
+                 bound_rng: np.random.Generator | None = None, distinct: tuple[str, ...] = (), engine=None,
+                 loaded=None):
         if theta < 1:
             raise ValueError(f"theta must be >= 1, got {theta}")
-        if set(numeric) != set(domain.ranges):
-            raise ValueError("numeric values must be given for exactly the domain's numeric columns")
         unknown = [c for c in distinct if c not in domain.names]
         if unknown:
             raise ValueError(f"distinct columns not in the domain: {', '.join(unknown)}")
-        engine = engine if engine is not None else LocalEngine()
-        if ids is not None:
-            keys = codes[:, domain.indices(distinct)] if distinct else None
-            priority = (bound_rng if bound_rng is not None else rng).random(len(ids))  # one per row
-            keep = engine.keep(ids, theta, priority, keys)
-            codes = codes[keep]
-            numeric = {name: values[keep] for name, values in numeric.items()}
+        bound_rng = bound_rng if bound_rng is not None else rng
+        if loaded is not None:  # rows the engine already read onto its workers
+            engine = loaded.engine
+            held = engine.hold_loaded(loaded, domain, theta, bound_rng if loaded.has_ids else None,
+                                      domain.indices(distinct) if distinct and loaded.has_ids else [])
+        else:
+            if set(numeric) != set(domain.ranges):
+                raise ValueError("numeric values must be given for exactly the domain's numeric columns")
+            engine = engine if engine is not None else LocalEngine()
+            if ids is not None:
+                keys = codes[:, domain.indices(distinct)] if distinct else None
+                keep = engine.keep(ids, theta, bound_rng.random(len(ids)), keys)  # one random priority per row
+                codes = codes[keep]
+                numeric = {name: values[keep] for name, values in numeric.items()}
+            held = engine.hold(Records(compact_codes(codes, domain.sizes), dict(numeric), domain))
         self.domain, self.theta, self.distinct = domain, int(theta), tuple(distinct)
         self._ledger, self._rng, self._released = ledger, rng, []
-        self.__engine = engine
-        self.__held = engine.hold(Records(compact_codes(codes, domain.sizes), dict(numeric), domain))
-        self.__answers: dict = {}
+        self.__engine, self.__held, self.__answers = engine, held, {}
 
     @property
     def budget(self) -> float:

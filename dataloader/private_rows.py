@@ -1,0 +1,88 @@
+"""The private file read a batch at a time straight into compact codes: in this process, or on the workers
+of a Dask cluster (the engine's ``load``), with the same checks and messages either way.
+
+``BatchEncoder`` turns one batch of text into an engine ``Part`` (codes of the smallest unsigned type that
+holds the domain, the numeric columns' raw values, 64-bit id hashes) plus a summary of what was outside the
+schema; ``settle`` reports those summaries once for the whole file (reading.settle_invalid).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from dpsyn.dataloader.encoding import Encoder
+from dpsyn.dataloader.reading import (DataError, InvalidReport, as_text, check_columns, individual_ids, is_parquet,
+                                      settle_invalid, typed_values)
+from dpsyn.dataloader.schema import NUMERIC, Schema
+from dpsyn.lib.marginals import code_dtype
+from dpsyn.lib.privacy.engine import Part
+
+PARTITION_BYTES = 64 << 20  # CSV bytes per Dask partition
+
+
+@dataclass(frozen=True)
+class BatchEncoder:
+    """One batch of the private table's text (or of a Parquet partition's values) -> (Part, (what was outside
+    the schema, rows dropped)).  Picklable: the Dask engine runs it on its workers."""
+
+    schema: Schema
+    encoder: Encoder
+    id_column: str | None
+    on_invalid: str
+    label: str
+    as_text: bool = False        # the batch holds typed values (Parquet through dask): turn them into text first
+    rows_required: bool = True   # a batch without rows is a header-only file (False: one partition of many)
+
+    def __call__(self, batch: pd.DataFrame) -> tuple[Part, tuple[InvalidReport, int]]:
+        text = as_text(batch) if self.as_text else batch
+        text.columns = [str(c).strip() for c in text.columns]
+        text = check_columns(text, self.schema, self.label, self.id_column,
+                             rows_required=self.rows_required)
+        typed, drop, report = typed_values(text, self.schema, self.on_invalid)
+        typed = typed[~drop]
+        ids = individual_ids(typed[self.id_column], self.label) if self.id_column else None
+        numeric = {c.name: typed[c.name].to_numpy(dtype=np.float64) for c in self.schema.columns if c.kind == NUMERIC}
+        return Part(self.encoder.encode(typed).astype(code_dtype(self.encoder.domain.sizes)), numeric, ids), \
+            (report, int(drop.sum()))
+
+
+def settle(summaries, label: str, on_invalid: str, hide_counts: bool) -> None:
+    """The values outside the schema over every batch, reported once (DataError under 'error')."""
+    report = InvalidReport()
+    for batch_report, _ in summaries:
+        report.merge(batch_report)
+    settle_invalid(report, sum(dropped for _, dropped in summaries), label, on_invalid, hide_counts=hide_counts)
+
+
+def check_rows(rows: int, summaries, label: str) -> None:
+    """DataError when no row is left: none read at all, or none valid."""
+    if rows == 0:
+        none_read = sum(dropped for _, dropped in summaries) == 0 and not any(report for report, _ in summaries)
+        raise DataError(f"{label}: has a header but no rows" if none_read else
+                        f"{label}: no valid rows left after handling values outside the schema")
+
+
+def join(parts: list[Part]) -> Part:
+    """The batches' Parts as one, in file order."""
+    return Part(np.concatenate([p.codes for p in parts]),
+                {c: np.concatenate([p.numeric[c] for p in parts]) for c in parts[0].numeric},
+                np.concatenate([p.ids for p in parts]) if parts[0].ids is not None else None)
+
+
+def dask_partitions(path: str | Path, label: str) -> tuple[list, bool]:
+    """The file's partitions as dask-delayed frames (text for CSV; values for Parquet: True), read where
+    they are computed; DataError when the file cannot be read."""
+    import dask.dataframe as dd
+    path = Path(path)
+    if not path.exists():
+        raise DataError(f"{label}: not found or not a file")
+    try:
+        if is_parquet(path):
+            return list(dd.read_parquet(str(path)).to_delayed()), True
+        frame = dd.read_csv(str(path), dtype=str, keep_default_na=False, na_filter=False, blocksize=PARTITION_BYTES)
+        return list(frame.to_delayed()), False
+    except (OSError, ValueError) as exc:
+        raise DataError(f"{label}: cannot read: {str(exc).splitlines()[0]}") from None
