@@ -82,7 +82,7 @@ def release(rows: int, engine: str, jobs: int, eps: list[float]) -> dict:
     if proc.returncode != 0:
         sys.exit(proc.stderr[-3000:])
     seconds = dict.fromkeys(STAGES, 0.0)
-    for stage, value in re.findall(r"\b(" + "|".join(STAGES) + r") ([0-9.]+)s", proc.stderr):
+    for stage, value in re.findall(r"\b(" + "|".join(STAGES) + r")(?: and encoding)? ([0-9.]+)s", proc.stderr):
         seconds[stage] += float(value)
     return {"wall": wall, "peak_gb": int(proc.stdout.split()[-1]) / 1024 ** 2, **seconds}
 

@@ -11,7 +11,8 @@ BENCH_DATA).  It runs, each dataset in its own process (``--workers`` at a time)
   and the paper's setting (adult_raw, five moments, half of ε = 2's ρ);
 * the moments' noise floor: ``bench/moment_floor.py``;
 
-and writes one page of tables with the commands that made them.  History stays in git.
+and writes one page of tables with the commands that made them (the "## Scale" section, which
+``bench/bench_scale.py`` writes, is kept as it is).  History stays in git.
 """
 from __future__ import annotations
 
@@ -24,6 +25,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))
+from bench.bench_scale import section  # noqa: E402
+
 OUT = HERE / "out" / "results"
 ACCURACY = ("demo", "adult", "ct_drug_deaths", "acs_split")
 PAPER_MOMENTS = "moments:age,education-num,hours-per-week,capital-gain,capital-loss"
@@ -114,7 +118,8 @@ def main() -> None:
     commands = jobs(args.seeds, args.aim_cap)
     with ThreadPoolExecutor(args.workers) as pool:
         tables = {name: lines for name, lines, _ in pool.map(lambda item: run(*item), commands.items())}
-    args.out.write_text(page(tables, commands, args.seeds))
+    scale = section(args.out.read_text()) if args.out.exists() else ""  # bench/bench_scale.py's, kept as it is
+    args.out.write_text(page(tables, commands, args.seeds) + ("\n" + scale if scale else ""))
     print(args.out)
 
 

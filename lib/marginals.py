@@ -38,18 +38,25 @@ def compact_codes(codes: np.ndarray, sizes: Sequence[int]) -> np.ndarray:
     return np.asfortranarray(codes, dtype=code_dtype(sizes))
 
 
+BATCH_CELLS = 1 << 23  # counts held at once by count_marginals (64 MiB of int64)
+
+
 def count_marginals(codes: np.ndarray, marginals: Sequence[tuple[Sequence[int], Sequence[int], Sequence[int]]]
                     ) -> list[np.ndarray]:
     """The histograms of many marginals of ``codes`` (n × d ints) in one parallel pass: each marginal is
     (column indices, widths, shape), a column's code integer-divided by its width (1: exact), counts of
-    shape ``shape`` (as ``count_marginal`` of the coarsened columns).  Exact integer counts (int64)."""
+    shape ``shape`` (as ``count_marginal`` of the coarsened columns).  Exact integer counts (int64), at
+    most about BATCH_CELLS of them in memory at once (one pass per batch of marginals)."""
     if not marginals:
         return []
+    sizes = [int(np.prod(shape, dtype=np.int64)) for _, _, shape in marginals]
+    if len(marginals) > 1 and sum(sizes) > BATCH_CELLS:  # one pass per batch of about BATCH_CELLS counts
+        cut = max(1, int(np.searchsorted(np.cumsum(sizes), BATCH_CELLS, side="right")))
+        return count_marginals(codes, marginals[:cut]) + count_marginals(codes, marginals[cut:])
     arity = max(1, max(len(cols) for cols, _, _ in marginals))
     columns = np.zeros((len(marginals), arity), dtype=np.int64)
     widths = np.ones((len(marginals), arity), dtype=np.int64)
     strides = np.zeros((len(marginals), arity), dtype=np.int64)
-    sizes = [int(np.prod(shape, dtype=np.int64)) for _, _, shape in marginals]
     offsets = np.zeros(len(marginals) + 1, dtype=np.int64)
     offsets[1:] = np.cumsum(sizes)
     for q, (cols, ws, shape) in enumerate(marginals):

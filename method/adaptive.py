@@ -65,7 +65,7 @@ from dpsyn.lib.constraints import NO_BOXES, Boxes
 from dpsyn.lib.exchange import exchange_unmeasured
 from dpsyn.lib.smoothing import smooth
 from dpsyn.lib.gum import GumOptions, gum
-from dpsyn.lib.marginals import clip_and_normalise, count_marginal
+from dpsyn.lib.marginals import clip_and_normalise, compact_codes, count_marginal, count_marginals
 from dpsyn.lib.maxent import draw, fit, junction_tree
 from dpsyn.lib.measurement import Target
 from dpsyn.lib.privacy.private_table import PrivateTable
@@ -214,11 +214,10 @@ class Model:
         return {j: self.per_group(j)
                 for j in sorted({self.layout.columns(c)[-1] for c in self.consistent if self.by_groups(c)})}
 
-    def answer(self, cols: tuple[int, ...], by_column: np.ndarray | None = None) -> np.ndarray:
+    def answer(self, cols: tuple[int, ...]) -> np.ndarray:
         """The model's answer to the marginal of model key ``cols`` (model layout, scaled to the
         model's total): counted from the records, or where measured and the records started from
-        independent draws, its consistent estimate (``estimates``); ``by_column``: the records transposed
-        (columns × records, C order), to count from."""
+        independent draws, its consistent estimate (``estimates``)."""
         if self.estimates(cols):
             return self.consistent[cols]
         if self.by_groups(cols):
@@ -226,8 +225,7 @@ class Model:
             drop = tuple(i for i, g in enumerate(self.group_idx) if g not in cols)
             return full.sum(axis=drop) if drop else full
         shape = tuple(self.layout.model_sizes[c] for c in cols)
-        codes = self.records[:, list(cols)] if by_column is None else by_column[list(cols)].T
-        return count_marginal(codes, shape) * (self.total / max(len(self.records), 1))
+        return count_marginal(self.records[:, list(cols)], shape) * (self.total / max(len(self.records), 1))
 
     def estimates(self, cols: tuple[int, ...]) -> bool:
         """Whether the model answers model key ``cols`` by its consistent estimate rather than its records.
@@ -237,10 +235,16 @@ class Model:
         return cols in self.consistent and not self.from_public
 
     def answers(self, candidates: list[tuple[int, ...]]) -> list[np.ndarray]:
-        """``answer`` for every candidate, counting from one column-major copy of the records
-        (gathering a few columns of row-major records is the slow part)."""
-        by_column = np.ascontiguousarray(self.records.T)
-        exact = {key: self.answer(key, by_column) for key in candidates if not self.layout.coarse(key)}
+        """``answer`` for every candidate, the ones counted from the records counted together in one pass
+        over a compact column-major copy of them (lib/marginals.count_marginals)."""
+        exact_keys = [key for key in candidates if not self.layout.coarse(key)]
+        counted = [key for key in exact_keys if not self.estimates(key) and not self.by_groups(key)]
+        shapes = [tuple(self.layout.model_sizes[c] for c in key) for key in counted]
+        scale = self.total / max(len(self.records), 1)
+        counts = count_marginals(compact_codes(self.records, self.layout.model_sizes),
+                                 [(key, (1,) * len(key), shape) for key, shape in zip(counted, shapes)])
+        exact = dict(zip(counted, (c * scale for c in counts)))
+        exact.update((key, self.answer(key)) for key in exact_keys if key not in exact)  # not from the records
         out = []
         for key in candidates:
             full = self.layout.key(self.layout.columns(key))
@@ -251,7 +255,7 @@ class Model:
             elif full in exact:  # a coarse reading: the exact one, offsets summed out
                 out.append(exact[full].sum(axis=tuple(i for i, c in enumerate(full) if c not in key)))
             else:
-                out.append(self.answer(key, by_column))
+                out.append(self.answer(key))
         return out
 
     def max_entropy(self, columns: list[int], with_groups: bool = False) -> tuple | None:

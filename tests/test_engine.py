@@ -33,7 +33,9 @@ def dask_engine(cluster):
     engine.close()
 
 
-def test_count_marginals_matches_one_marginal_at_a_time():
+@pytest.mark.parametrize("batch_cells", [1 << 23, 64])
+def test_count_marginals_matches_one_marginal_at_a_time(batch_cells, monkeypatch):
+    monkeypatch.setattr("dpsyn.lib.marginals.BATCH_CELLS", batch_cells)  # 64: one pass per marginal
     rng = np.random.default_rng(0)
     sizes = (5, 300, 7, 2, 40)
     codes = np.column_stack([rng.integers(0, s, 5000) for s in sizes]).astype(np.int32)
