@@ -117,7 +117,9 @@ class Settings:
     ``reweight_floor`` of the rows.  ``bin_values``: where numeric columns have no public values,
     spend a share of each run's rho on how the rows fall inside their bins and draw values by it
     (stages/bin_values.py; False draws them evenly).  ``output``: also write the submission CSV there
-    and one ledger JSON per run beside it.  ``engine``: where the private records are held and counted,
+    and one ledger JSON per run beside it, each run's rows written as soon as it is done.  ``keep_tables``
+    False (with ``output``): a run's table is not kept once written (``RunRelease.table`` is empty), so
+    memory holds one run's rows at a time.  ``engine``: where the private records are held and counted,
     and the groups synthesized (lib/privacy/engine.py): "local" (this process and ``jobs`` forked
     workers) or "dask" (a LocalCluster of ``jobs`` workers, or the running cluster at ``scheduler``);
     either gives the same release under one seed.
@@ -137,6 +139,7 @@ class Settings:
     reweight_floor: float | None = None
     bin_values: bool = True
     output: str | Path | None = None
+    keep_tables: bool = True
     engine: str = "local"
     scheduler: str | None = None
 
@@ -165,6 +168,8 @@ def release(private: pd.DataFrame | str | Path, params: Mapping | str | Path | S
     distinct = _distinct(schema, s.distinct_per_individual)
     reweighting = _reweighting(schema, s)
     output = None if s.output is None else check_writable(Path(s.output))
+    if output is None and not s.keep_tables:
+        raise OptionError(["keep_tables=False needs output: the tables would not be kept anywhere"])
     seed_seq = _seed_sequence(s.seed)
 
     side = _public_side(public, schema, s.bins, groups, s.derive)
@@ -174,7 +179,9 @@ def release(private: pd.DataFrame | str | Path, params: Mapping | str | Path | S
     _check_before_measuring(side, stages, id_column, distinct)
     plans = [plan_run(run, stages, spec, method_options, bool(groups)) for run in side.schema.runs]
     engine = make_engine(s.engine, s.jobs, s.scheduler)
-    try:
+    with contextlib.ExitStack() as stack:
+        stack.callback(engine.close)
+        files = None if output is None else stack.enter_context(ReleaseFiles(output, side.schema, id_column))
         if engine.name != "local":
             log.info("engine: %s, %d partitions of the private rows", engine.name, engine.partitions)
         data = _read_private(private, side, id_column, s.on_invalid, s.show_private_counts, engine)
@@ -188,16 +195,16 @@ def release(private: pd.DataFrame | str | Path, params: Mapping | str | Path | S
         releases = []
         with log_above_bars(log), progress(len(runs), "runs", "run", log) as bar:
             for run, run_plan, run_seeds in zip(runs, plans, seeds):
-                releases.append(_release_run(data, run, spec, method_options, groups, s.jobs, run_seeds, distinct,
-                                             stages, run_plan, engine))
+                r = _release_run(data, run, spec, method_options, groups, s.jobs, run_seeds, distinct, stages,
+                                 run_plan, engine)
+                if files is not None:
+                    files.add(r)  # staged: nothing appears until the commit below
+                _summarise(r, spec.name)
+                releases.append(r if s.keep_tables else dataclasses.replace(r, table=r.table.iloc[:0]))
                 bar.update()
-    finally:
-        engine.close()
-    for r in releases:
-        _summarise(r, spec.name)
-    log.info("reading and encoding %.2fs; total %.1fs", data.reading, time.perf_counter() - started)
-    if output is not None:  # the last step: after it the release is on disk whatever happens
-        write_release(releases, data.schema, output, data.id_column)
+        log.info("reading and encoding %.2fs; total %.1fs", data.reading, time.perf_counter() - started)
+        if files is not None:  # the last step: after it the release is on disk whatever happens
+            files.commit()
     return releases
 
 
@@ -531,23 +538,33 @@ def ledger_path(output: Path, epsilon: float) -> Path:
     return output.with_name(f"{output.stem}.ledger.eps{epsilon:g}.json")
 
 
-def write_release(releases: list[RunRelease], schema: Schema, output: Path, id_column: str | None) -> list[Path]:
-    """Write the submission CSV (every run; fresh ids when the private table had an id column) and one
-    ledger JSON per run: all files appear together or none does.  Returns their paths."""
-    start = time.perf_counter()
-    with StagedFiles(output) as staged:
-        writer = SubmissionWriter(staged.path(output), schema, id_column)
-        try:
-            for r in releases:
-                writer.write(r.epsilon, r.table)
-                staged.path(ledger_path(output, r.epsilon)).write_text(r.ledger.to_json() + "\n")
-        finally:
-            writer.close()
-        paths = staged.commit()
-    seconds = (time.perf_counter() - start) / max(len(releases), 1)
-    for r in releases:
-        r.timings["writing"] = seconds
-    return paths
+class ReleaseFiles:
+    """The submission CSV (every run; fresh ids when the private table had an id column) and one ledger JSON
+    per run, written run by run into a staging folder (dataloader/writing.py): all files appear together at
+    ``commit`` or none does (leaving the ``with`` block without a commit removes them)."""
+
+    def __init__(self, output: Path, schema: Schema, id_column: str | None):
+        self.output, self.schema, self.id_column = output, schema, id_column
+
+    def __enter__(self) -> "ReleaseFiles":
+        self.staged = StagedFiles(self.output).__enter__()
+        self.writer = SubmissionWriter(self.staged.path(self.output), self.schema, self.id_column)
+        return self
+
+    def add(self, r: RunRelease) -> None:
+        """Writes one run's rows and ledger (staged); its seconds go to ``r.timings['writing']``."""
+        start = time.perf_counter()
+        self.writer.write(r.epsilon, r.table)
+        self.staged.path(ledger_path(self.output, r.epsilon)).write_text(r.ledger.to_json() + "\n")
+        r.timings["writing"] = time.perf_counter() - start
+
+    def commit(self) -> list[Path]:
+        self.writer.close()
+        return self.staged.commit()
+
+    def __exit__(self, *exc) -> None:
+        self.writer.close()
+        self.staged.__exit__(*exc)
 
 
 def _log_plan(schema: Schema, encoder: Encoder, group_columns, id_column, method, structure: Structure,

@@ -304,7 +304,7 @@ def release_settings(args, synthesize: bool = True) -> Settings:
     return dataclasses.replace(common, seed=args.seed, id_column=args.id_column, jobs=args.jobs,
                                engine=args.engine, scheduler=args.scheduler, on_invalid=args.on_invalid, show_private_counts=args.show_private_counts,
                                distinct_per_individual=_column_list(args.distinct_per_individual),
-                               output=args.output)
+                               output=args.output, keep_tables=False)
 
 
 def _synthesize(args) -> int:

@@ -67,13 +67,13 @@ def test_a_signal_during_the_commit_completes_it_and_exits_0(sprint2_files, tmp_
 def test_a_signal_after_the_commit_says_the_output_is_complete(sprint2_files, tmp_path, capsys, monkeypatch,
                                                                stop_handlers):
     params, private, public = sprint2_files
-    real_write = api.write_release
+    real_commit = api.ReleaseFiles.commit
 
     def then_stopped(*args, **kwargs):
-        paths = real_write(*args, **kwargs)
+        paths = real_commit(*args, **kwargs)
         os.kill(os.getpid(), signal.SIGTERM)
         return paths
-    monkeypatch.setattr(api, "write_release", then_stopped)
+    monkeypatch.setattr(api.ReleaseFiles, "commit", then_stopped)
     out = tmp_path / "out" / "sub.csv"
     code, err = run_main(release_args(params, private, public, out, "--seed", "1"), capsys)
     assert code == 0 and "interrupted after the output was committed; it is complete" in err

@@ -81,6 +81,10 @@ class LocalEngine:
         pass
 
 
+def _run_chunk(fn: Callable, state: Any, chunk: list) -> list:
+    return [fn(state, task) for task in chunk]
+
+
 def _part_answers(records: Records, queries: Sequence) -> list[np.ndarray]:
     return exact_answers(records, queries)
 
@@ -166,13 +170,14 @@ class DaskEngine:
         self.jobs = max(1, int(jobs))
         self._cluster = None
         if scheduler is None:
+            # one thread a worker, numba's included: the workers are the parallelism
             self._cluster = LocalCluster(n_workers=self.jobs, threads_per_worker=1, processes=True,
-                                         dashboard_address=None, silence_logs=40)
+                                         dashboard_address=None, silence_logs=40, env={"NUMBA_NUM_THREADS": "1"})
             self.client = Client(self._cluster, set_as_default=False)
         else:
             self.client = Client(scheduler, set_as_default=False)
-        workers = max(1, len(self.client.scheduler_info().get("workers", {})))
-        self.partitions = partitions * workers
+        self.workers = max(1, len(self.client.scheduler_info().get("workers", {})))
+        self.partitions = partitions * self.workers
 
     def keep(self, ids: np.ndarray, theta: int, priority: np.ndarray, keys: np.ndarray | None) -> np.ndarray:
         """``keep_rows`` after a shuffle on the id: every id's rows meet in one partition."""
@@ -238,13 +243,18 @@ class DaskEngine:
         return out
 
     def map(self, fn: Callable, state: Any, tasks: Sequence, done: Callable[[], None] = lambda: None) -> list:
-        """[fn(state, task) for task in tasks] as one cluster task each, ``state`` sent to every worker once."""
+        """[fn(state, task) for task in tasks] in order, in cluster tasks of a few each (about eight per
+        worker process), ``state`` sent to every worker once."""
         from distributed import as_completed
         shared = self.client.scatter(state, broadcast=True)
-        futures = [self.client.submit(fn, shared, task, pure=False) for task in tasks]
-        for _ in as_completed(futures, loop=self.client.loop):
-            done()
-        return self.client.gather(futures)
+        size = max(1, len(tasks) // (8 * self.workers))
+        chunks = [list(tasks[i:i + size]) for i in range(0, len(tasks), size)]
+        futures = [self.client.submit(_run_chunk, fn, shared, chunk, pure=False) for chunk in chunks]
+        sizes = dict(zip((f.key for f in futures), map(len, chunks)))
+        for future in as_completed(futures, loop=self.client.loop):
+            for _ in range(sizes[future.key]):
+                done()
+        return [out for part in self.client.gather(futures) for out in part]
 
     def close(self) -> None:
         self.client.close()
