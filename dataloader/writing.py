@@ -213,6 +213,9 @@ def _arrow_column(values: pd.Series, col: Column):
     return arr
 
 
+WRITE_ROWS = 1 << 20  # rows turned into CSV text at a time
+
+
 class SubmissionWriter:
     """Streams runs into one CSV: ``epsilon``, the schema columns in order, then the id column."""
 
@@ -229,14 +232,17 @@ class SubmissionWriter:
         self._file.write(line.getvalue().encode())
 
     def write(self, epsilon: float, typed: pd.DataFrame) -> None:
-        n = len(typed)
-        cols = {"epsilon": pa.array(np.full(n, epsilon))}
-        for col in self.schema.columns:
-            cols[col.name] = _arrow_column(typed[col.name], col)
-        if self.id_column:
-            cols[self.id_column] = pa.array(np.arange(n, dtype=np.int64))
-        pa_csv.write_csv(pa.table(cols), self._file,
-                         pa_csv.WriteOptions(include_header=False, quoting_style=self.quoting))
+        """Appends one run's rows, WRITE_ROWS at a time (the text of a column with a null token is built
+        per slice, not for the whole table)."""
+        for start in range(0, len(typed), WRITE_ROWS):
+            rows = typed.iloc[start:start + WRITE_ROWS]
+            cols = {"epsilon": pa.array(np.full(len(rows), epsilon))}
+            for col in self.schema.columns:
+                cols[col.name] = _arrow_column(rows[col.name], col)
+            if self.id_column:
+                cols[self.id_column] = pa.array(np.arange(start, start + len(rows), dtype=np.int64))
+            pa_csv.write_csv(pa.table(cols), self._file,
+                             pa_csv.WriteOptions(include_header=False, quoting_style=self.quoting))
 
     def close(self) -> None:
         self._file.close()

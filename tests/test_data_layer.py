@@ -187,3 +187,20 @@ def test_an_unreadable_parquet_file_is_one_line(tmp_path):
     (tmp_path / "bad.parquet").write_text("not parquet")
     with pytest.raises(DataError, match="cannot read as Parquet"):
         read_csv_text(tmp_path / "bad.parquet", "private file")
+
+
+def test_a_run_written_in_slices_gives_the_same_csv(tmp_path, monkeypatch):
+    from dpsyn.dataloader import writing
+    schema = parse_schema({"runs": [{"epsilon": 1, "delta": 1e-9, "max_records": 100,
+                                     "max_records_per_individual": 1}],
+                           "schema": {"A": {"dtype": "str", "values": ["x", "y,z"]},
+                                      "N": {"dtype": "int", "min": 0, "max": 9, "null": "N/A"}}})
+    typed = validate(pd.DataFrame({"A": ["x", "y,z", "x"] * 5, "N": ["1", "N/A", "7"] * 5}), schema, "t")
+    texts = []
+    for rows in (1 << 20, 4):
+        monkeypatch.setattr(writing, "WRITE_ROWS", rows)
+        writer = writing.SubmissionWriter(tmp_path / f"{rows}.csv", schema, "pid")
+        writer.write(0.5, typed)
+        writer.close()
+        texts.append((tmp_path / f"{rows}.csv").read_text())
+    assert texts[0] == texts[1] and texts[0].count("\n") == 16 and '"y,z"' in texts[0]

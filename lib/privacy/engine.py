@@ -2,9 +2,8 @@
 
 The private table (private_table.py) holds an engine and asks it three things: which rows to keep
 (contribution bounding), to hold the kept records (``hold`` gives the handle), and the exact answers of
-queries on a handle; a method
-also runs its per-group synthesis through ``map``.  Nothing here draws noise or charges the
-ledger: the private table does both before it asks for an answer.
+queries on a handle; a method also runs its per-group synthesis through ``map``.  Nothing here draws
+noise or charges the ledger: the private table does both before it asks for an answer.
 
 * ``LocalEngine`` (the default): the records in this process; the marginals a step asks for are
   counted together in one parallel pass (lib/marginals.py ``count_marginals``).
@@ -19,7 +18,6 @@ order of floating-point additions.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
@@ -263,8 +261,7 @@ class DaskEngine:
 
 
 def make_engine(name: str, jobs: int = 1, scheduler: str | None = None):
-    """The engine called ``name`` (ENGINES); ``jobs``: worker processes (0: one per core)."""
-    jobs = jobs or os.cpu_count() or 1
+    """The engine called ``name`` (ENGINES) with ``jobs`` worker processes (or the cluster at ``scheduler``)."""
     if name == "dask":
         return DaskEngine(jobs, scheduler)
     if name != "local":
