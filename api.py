@@ -290,8 +290,9 @@ def _check_settings(schema: Schema, group_columns, id_column, jobs, on_invalid, 
     elif engine == "dask":
         for module in ("dask", "distributed"):
             require(module, "the Dask engine")
-    if scheduler is not None and engine != "dask":
-        problems.append("--scheduler needs --engine dask")
+    if scheduler is not None and (engine != "dask" or "://" not in scheduler):
+        problems.append(f"a scheduler address needs the Dask engine and a protocol (tcp://host:8786), got "
+                        f"{scheduler!r}")
     if not isinstance(jobs, int) or jobs < 1:
         problems.append(f"--jobs must be >= 1, got {jobs}")
     if not isinstance(bins, int) or bins < 1:
@@ -406,6 +407,7 @@ def _read_private(private, side: PublicSide, id_column: str | None, on_invalid: 
         parts, typed = dask_partitions(private, label)
         loaded, summaries = engine.load(parts, dataclasses.replace(encode, as_text=typed, rows_required=False),
                                         id_column is not None)
+        settle(summaries, label, on_invalid, hide_counts=not show_private_counts)
         check_rows(sum(loaded.rows), summaries, label)
         table = EncodedTable(None, None, None, loaded)
     else:
@@ -416,10 +418,10 @@ def _read_private(private, side: PublicSide, id_column: str | None, on_invalid: 
             part, summary = encode(batch)
             parts.append(part)
             summaries.append(summary)
+        settle(summaries, label, on_invalid, hide_counts=not show_private_counts)
         check_rows(sum(len(p.codes) for p in parts), summaries, label)
         part = join(parts)
         table = EncodedTable(part.codes, part.numeric, part.ids)
-    settle(summaries, label, on_invalid, hide_counts=not show_private_counts)
     return Prepared(schema, side.encoder, table, side.public, id_column,
                     time.perf_counter() - start + side.seconds, side.structure)
 

@@ -87,12 +87,10 @@ def build_parser() -> argparse.ArgumentParser:
     syn.add_argument("--seed", type=int, default=None,
                      help="fix all randomness (for tests only: seeded noise is NOT private)")
     syn.add_argument("--jobs", type=int, default=1, help="worker processes (for the Dask engine: its local workers)")
-    syn.add_argument("--engine", choices=ENGINES, default="local",
+    syn.add_argument("--engine", metavar="{local,dask,ADDRESS}", default="local",
                      help="where the private rows are held and counted and the groups synthesized: this process "
-                          "(local), or a Dask cluster (dask: a local one of --jobs workers, or --scheduler's); "
-                          "the same release either way")
-    syn.add_argument("--scheduler", metavar="ADDRESS", default=None,
-                     help="with --engine dask: the address of a running dask.distributed scheduler to use")
+                          "(local), a Dask cluster of --jobs local workers (dask), or the running dask.distributed "
+                          "cluster whose scheduler is at ADDRESS (tcp://host:8786); the same release either way")
     syn.add_argument("--on-invalid", choices=ON_INVALID, default="error",
                      help="what to do with values outside the schema: stop, clip numbers (dropping rows that "
                           "cannot be clipped), or drop the rows")
@@ -114,9 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "given as COL[low,high], else the public file's 1st-99th percentiles, else its range; "
                           "'moments:*' for all of them) or 'marginals:A×B,C,...' (1- and 2-way; '*' also joins "
                           "columns); several joined with ';' or by repeating the flag")
-    syn.add_argument("--reweight-share", type=float, default=None,
-                     help=f"with --reweight: share of each run's budget spent measuring them (default: "
-                          f"{T.reweight_share})")
+    syn.add_argument("--reweight-share", type=float, default=None, help=argparse.SUPPRESS)  # expert: plan --tuning
     syn.add_argument("--bin-values", action=argparse.BooleanOptionalAction, default=True,
                      help=argparse.SUPPRESS)  # expert: plan --tuning
     syn.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
@@ -302,7 +298,8 @@ def release_settings(args, synthesize: bool = True) -> Settings:
     if not synthesize:
         return common
     return dataclasses.replace(common, seed=args.seed, id_column=args.id_column, jobs=args.jobs,
-                               engine=args.engine, scheduler=args.scheduler, on_invalid=args.on_invalid, show_private_counts=args.show_private_counts,
+                               engine=args.engine if args.engine in ENGINES else "dask",
+                               scheduler=None if args.engine in ENGINES else args.engine, on_invalid=args.on_invalid, show_private_counts=args.show_private_counts,
                                distinct_per_individual=_column_list(args.distinct_per_individual),
                                output=args.output, keep_tables=False)
 

@@ -124,7 +124,8 @@ def main() -> None:
         f"--jobs {args.jobs} --eps {' '.join(f'{e:g}' for e in args.eps)}`: Sprint-2-shaped Parquet tables from "
         f"the seeded generator (θ = 7, groups PUMA × YEAR, public file of {PUBLIC_ROWS:,} rows), the runs at "
         f"ε = {eps} in one release. Peak memory is the largest single process's (the release, or one Dask "
-        "worker); stage seconds are summed over the runs.", "", *lines, ""])
+        "worker); stage seconds are summed over the runs, reading being the public file's preparation and the "
+        "private file's reading and encoding.", "", *lines, ""])
     if args.no_write:
         print(text)
         return

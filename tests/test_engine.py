@@ -100,14 +100,14 @@ def test_bad_input_and_a_failed_task_write_nothing(tmp_path, sprint2_files, clus
     params, private, public = sprint2_files
     out = tmp_path / "out" / "submission.csv"
     code = main.main(["--params", str(params), "--private", str(tmp_path / "missing.csv"), "--public", str(public),
-                      "--output", str(out), "--engine", "dask", "--scheduler", cluster.scheduler_address])
+                      "--output", str(out), "--engine", cluster.scheduler_address])
     assert code == 2 and "missing.csv" in capsys.readouterr().err.strip().splitlines()[-1]
 
     def broken(records, queries):
         raise RuntimeError("worker lost")
     monkeypatch.setattr("dpsyn.lib.privacy.engine._part_answers", broken)
     code = main.main(["--params", str(params), "--private", str(private), "--public", str(public), "--output",
-                      str(out), "--on-invalid", "clip", "--engine", "dask", "--scheduler", cluster.scheduler_address])
+                      str(out), "--on-invalid", "clip", "--engine", cluster.scheduler_address])
     assert code == 1 and "worker lost" in capsys.readouterr().err
     assert not out.parent.exists() or not any(out.parent.iterdir())
 
@@ -134,3 +134,10 @@ def test_values_outside_the_schema_give_the_same_line_on_either_engine(tmp_path,
     assert local.stderr.strip().splitlines()[-1] == spread.stderr.strip().splitlines()[-1]
     assert "values outside the schema" in local.stderr
     assert not out_local.exists() and not out_dask.exists()
+
+
+def test_an_engine_that_is_neither_a_name_nor_an_address_is_one_line(tmp_path, sprint2_files):
+    proc, out = _release(tmp_path, sprint2_files, "bad", "--engine", "nowhere")
+    assert proc.returncode == 2 and not out.exists()
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "error: a scheduler address needs the Dask engine and a protocol (tcp://host:8786), got 'nowhere'")

@@ -191,7 +191,7 @@ def test_failure_midway_leaves_no_partial_files(sprint2_files, tmp_path, capsys,
     assert list(out.parent.iterdir()) == []
 
 
-def _crashing_group(args):
+def _crashing_group(state, args):
     raise RuntimeError("worker crashed (simulated)")
 
 
