@@ -81,7 +81,8 @@ def dask_partitions(path: str | Path, label: str) -> tuple[list, bool]:
         raise DataError(f"{label}: not found or not a file")
     try:
         if is_parquet(path):
-            return list(dd.read_parquet(str(path)).to_delayed()), True
+            # one partition per row group: by default dask may make one partition of a whole file
+            return list(dd.read_parquet(str(path), split_row_groups=True).to_delayed()), True
         frame = dd.read_csv(str(path), dtype=str, keep_default_na=False, na_filter=False, blocksize=PARTITION_BYTES)
         return list(frame.to_delayed()), False
     except (OSError, ValueError) as exc:

@@ -199,6 +199,7 @@ class DaskEngine:
         pieces = [self.client.submit(_first, r, pure=False) for r in results]
         summaries = self.client.gather([self.client.submit(_second, r, pure=False) for r in results])
         rows = self.client.gather([self.client.submit(_rows, piece, pure=False) for piece in pieces])
+        self.client.rebalance(pieces)  # reading may have run mostly on one worker: spread the rows' memory
         return Loaded(pieces, tuple(rows), has_ids, self), summaries
 
     def hold_loaded(self, loaded: Loaded, domain: Domain, theta: int, bound_rng: np.random.Generator | None,
