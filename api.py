@@ -70,7 +70,8 @@ BAD_INPUT = (SchemaError, DataError, OptionError, NoiseTooLarge, BudgetExceeded,
 @dataclass(frozen=True)
 class EncodedTable:
     """Encoded private records (n × d codes), the raw values of numeric columns and each row's
-    individual (64-bit id hashes, or None), or the same left on the Dask engine's workers (``loaded``).  Held by the pipeline; a method sees them only through a PrivateTable."""
+    individual (64-bit id hashes, or None), or the same left on the Dask engine's workers (``loaded``).
+    Held by the pipeline; a method sees them only through a PrivateTable."""
 
     codes: np.ndarray | None
     numeric: Mapping[str, np.ndarray] | None
@@ -331,14 +332,14 @@ def _seed_sequence(seed: int | None) -> np.random.SeedSequence:
     return np.random.SeedSequence(seed)
 
 
-def _text(source: pd.DataFrame | str | Path, schema: Schema, what: str, id_column: str | None = None,
-          allow_extra: bool = False, private: bool = False) -> tuple[pd.DataFrame, str]:
-    """(the schema columns as text, what the table is called in messages) from a DataFrame or a CSV path."""
+def _text(source: pd.DataFrame | str | Path, schema: Schema, what: str) -> tuple[pd.DataFrame, str]:
+    """(the schema columns as text, extra columns dropped, what the table is called in messages) from a
+    DataFrame or a CSV or Parquet path."""
     if isinstance(source, pd.DataFrame):
         name = f"{what} table"
-        return check_columns(as_text(source), schema, name, id_column, allow_extra), name
+        return check_columns(as_text(source), schema, name, allow_extra=True), name
     name = f"{what} file"
-    return read_table(source, schema, name, id_column, allow_extra, private), name
+    return read_table(source, schema, name, allow_extra=True), name
 
 
 @dataclass(frozen=True)
@@ -376,7 +377,7 @@ def _public_side(public, schema: Schema, bins: int, group_columns: tuple[str, ..
     start = time.perf_counter()
     public_typed = public_text = None
     if public is not None:
-        public_text, name = _text(public, schema, "public", allow_extra=True)
+        public_text, name = _text(public, schema, "public")
         public_typed = validate(public_text, schema, name, public=True)
         schema = schema.with_public_ranges(public_ranges(public_typed, schema))
     schema.require_ranges()

@@ -5,7 +5,7 @@ import importlib.util
 
 # module -> (the extra of `pip install dpsyn[...]` that installs it)
 EXTRAS = {"cvxpy": "reweighting", "sklearn": "evaluation", "matplotlib": "evaluation", "dask": "dask",
-          "distributed": "dask", "cupy": "gpu"}
+          "distributed": "dask"}
 
 
 class MissingExtra(Exception):

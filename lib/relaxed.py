@@ -52,7 +52,7 @@ def array_module(device: str):
     try:
         import cupy
     except ImportError:
-        raise DeviceUnavailable("--device gpu needs cupy (pip install -r requirements-gpu.txt) and an NVIDIA GPU; "
+        raise DeviceUnavailable("--device gpu needs cupy (pip install 'dpsyn[gpu]') and an NVIDIA GPU; "
                                 "cupy is not installed") from None
     try:
         if cupy.cuda.runtime.getDeviceCount() < 1:

@@ -1,6 +1,7 @@
 """The measuring engines agree: the Dask engine (an in-process LocalCluster: no network) keeps the same
 rows, gives the same answers to every query kind and the same release bytes as the local engine; an
 individual whose rows sit in different partitions keeps at most theta; a failing task writes nothing."""
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -93,6 +94,10 @@ def test_the_same_release_bytes_on_either_engine(tmp_path, sprint2_files):
     assert spread.returncode == 0, spread.stderr
     assert "engine: dask" in spread.stderr
     assert out_local.read_bytes() == out_dask.read_bytes()
+    for eps in ("0.1", "1", "10"):  # the same charges, node by node, summing to the same budget
+        local_ledger = json.loads((out_local.parent / f"submission.ledger.eps{eps}.json").read_text())
+        dask_ledger = json.loads((out_dask.parent / f"submission.ledger.eps{eps}.json").read_text())
+        assert local_ledger == dask_ledger and local_ledger["plan"]
 
 
 def test_bad_input_and_a_failed_task_write_nothing(tmp_path, sprint2_files, cluster, monkeypatch, capsys):
@@ -105,7 +110,7 @@ def test_bad_input_and_a_failed_task_write_nothing(tmp_path, sprint2_files, clus
 
     def broken(records, queries):
         raise RuntimeError("worker lost")
-    monkeypatch.setattr("dpsyn.lib.privacy.engine._part_answers", broken)
+    monkeypatch.setattr("dpsyn.lib.privacy.engine.exact_answers", broken)
     code = main.main(["--params", str(params), "--private", str(private), "--public", str(public), "--output",
                       str(out), "--on-invalid", "clip", "--engine", cluster.scheduler_address])
     assert code == 1 and "worker lost" in capsys.readouterr().err
@@ -141,3 +146,11 @@ def test_an_engine_that_is_neither_a_name_nor_an_address_is_one_line(tmp_path, s
     assert proc.returncode == 2 and not out.exists()
     assert proc.stderr.strip().splitlines()[-1] == (
         "error: a scheduler address needs the Dask engine and a protocol (tcp://host:8786), got 'nowhere'")
+
+
+def test_tables_not_kept_need_an_output(sprint2_files):
+    from dpsyn.api import release
+    from dpsyn.method.base import OptionError
+    params, private, public = sprint2_files
+    with pytest.raises(OptionError, match="keep_tables=False needs output"):
+        release(private, params, public, keep_tables=False)

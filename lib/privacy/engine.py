@@ -19,6 +19,7 @@ order of floating-point additions.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -83,10 +84,6 @@ def _run_chunk(fn: Callable, state: Any, chunk: list) -> list:
     return [fn(state, task) for task in chunk]
 
 
-def _part_answers(records: Records, queries: Sequence) -> list[np.ndarray]:
-    return exact_answers(records, queries)
-
-
 @dataclass(frozen=True)
 class Part:
     """Rows of one partition of the private file, read and encoded on a worker: codes (n × d, the smallest
@@ -106,14 +103,6 @@ class Loaded:
     rows: tuple[int, ...]
     has_ids: bool
     engine: Any
-
-
-def _first(pair):
-    return pair[0]
-
-
-def _second(pair):
-    return pair[1]
 
 
 def _rows(part: Part) -> int:
@@ -196,8 +185,8 @@ class DaskEngine:
         outside the schema, how many rows) come back, in partition order."""
         import dask
         results = self.client.compute([dask.delayed(encode)(part) for part in parts])
-        pieces = [self.client.submit(_first, r, pure=False) for r in results]
-        summaries = self.client.gather([self.client.submit(_second, r, pure=False) for r in results])
+        pieces = [self.client.submit(itemgetter(0), r, pure=False) for r in results]
+        summaries = self.client.gather([self.client.submit(itemgetter(1), r, pure=False) for r in results])
         rows = self.client.gather([self.client.submit(_rows, piece, pure=False) for piece in pieces])
         self.client.rebalance(pieces)  # reading may have run mostly on one worker: spread the rows' memory
         return Loaded(pieces, tuple(rows), has_ids, self), summaries
@@ -232,7 +221,7 @@ class DaskEngine:
     def answers(self, held: list, queries: Sequence) -> list[np.ndarray]:
         """Per query, the sum over partitions of its additive parts' answers, added in partition order."""
         flat = [part for q in queries for part in _additive(q)]
-        partial = self.client.gather([self.client.submit(_part_answers, p, flat, pure=False) for p in held])
+        partial = self.client.gather([self.client.submit(exact_answers, p, flat, pure=False) for p in held])
         sums = [sum(answers[i] for answers in partial) for i in range(len(flat))]
         out, i = [], 0
         for q in queries:
