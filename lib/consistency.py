@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import itertools
 
+import numba
 import numpy as np
 
 from dpsyn.lib.measurement import Target
@@ -128,27 +129,66 @@ def fit_to_margins(v: np.ndarray, attrs: tuple, targets: dict, tolerance: float,
     consistency_pseudo_share of the mean cell, so that a slice with no mass can take its target's.
     """
     max_iterations = T.consistency_max_fit_iterations if max_iterations is None else max_iterations
-    if tolerance > 0 and all(np.abs(_projection(v, attrs, s) - t).max() <= tolerance for s, t in targets.items()):
+    if not targets:
         return v
-    v = v + T.consistency_pseudo_share * v.sum() / v.size  # every cell positive: IPF converges geometrically
-    # axis bookkeeping once per fit: each target moved into attrs order, shaped to broadcast
-    plans = []
-    for subset, target in targets.items():
-        other, _, order, keep = _layout(attrs, subset, v.ndim)
-        shape = [1] * v.ndim
-        for axis in keep:
-            shape[axis] = v.shape[axis]
-        plans.append((other, np.transpose(target, order).reshape(shape)))
+    # each cell's cell in every target (flat, the target's own axis order), and the targets end to end
+    cells = np.empty((len(targets), v.size), dtype=np.int64)
+    for row, subset in zip(cells, targets):
+        index = np.zeros(v.shape, dtype=np.int64)
+        stride = 1
+        for name in reversed(subset):
+            axis = attrs.index(name)
+            index += np.arange(v.shape[axis]).reshape([-1 if a == axis else 1 for a in range(v.ndim)]) * stride
+            stride *= v.shape[axis]
+        row[:] = index.ravel()
+    flat = [np.asarray(t, dtype=np.float64).ravel() for t in targets.values()]
+    ends = np.cumsum([0] + [t.size for t in flat])
+    fitted = np.array(v, dtype=np.float64).ravel()  # a copy: ``v`` is left as it is
+    if tolerance > 0 and _worst(fitted, cells, np.concatenate(flat), ends) <= tolerance:
+        return v
+    fitted += T.consistency_pseudo_share * fitted.sum() / fitted.size  # every cell positive: IPF converges
+    _ipf(fitted, cells, np.concatenate(flat), ends, float(tolerance), int(max_iterations))
+    return fitted.reshape(v.shape)
+
+
+@numba.njit(cache=True)
+def _project(v, cells, size):
+    """The sums of ``v`` over the cells of one target (``cells``: each of v's cells' cell there)."""
+    p = np.zeros(size)
+    for c in range(v.size):
+        p[cells[c]] += v[c]
+    return p
+
+
+@numba.njit(cache=True)
+def _worst(v, cells, targets, ends):
+    """The largest distance of a projection of ``v`` from its target."""
+    worst = 0.0
+    for t in range(cells.shape[0]):
+        p = _project(v, cells[t], ends[t + 1] - ends[t])
+        worst = max(worst, np.abs(p - targets[ends[t]:ends[t + 1]]).max())
+    return worst
+
+
+@numba.njit(cache=True)
+def _ipf(v, cells, targets, ends, tolerance, max_iterations):
+    """``fit_to_margins``'s sweeps on flat ``v``, in place: each target in turn scales the cells it sums
+    (a cell whose sum is 0 goes to 0)."""
     for _ in range(max_iterations):
         worst = 0.0
-        for other, target in plans:
-            p = v.sum(axis=other, keepdims=True) if other else v
+        for t in range(cells.shape[0]):
+            target = targets[ends[t]:ends[t + 1]]
+            p = _project(v, cells[t], target.size)
             if tolerance > 0:
-                worst = max(worst, float(np.abs(p - target).max()))
-            v *= np.divide(target, p, out=np.zeros_like(p), where=p > 0)
+                worst = max(worst, np.abs(p - target).max())
+            ratio = np.zeros(target.size)
+            for c in range(target.size):
+                if p[c] > 0:
+                    ratio[c] = target[c] / p[c]
+            for c in range(v.size):
+                v[c] *= ratio[cells[t, c]]
         if tolerance > 0 and worst <= tolerance:
             break
-    return v
 
 
 def _project_to_simplex(v: np.ndarray, total: float) -> np.ndarray:

@@ -57,6 +57,7 @@ def count_marginals(codes: np.ndarray, marginals: Sequence[tuple[Sequence[int], 
     columns = np.zeros((len(marginals), arity), dtype=np.int64)
     widths = np.ones((len(marginals), arity), dtype=np.int64)
     strides = np.zeros((len(marginals), arity), dtype=np.int64)
+    arities = np.array([len(cols) for cols, _, _ in marginals], dtype=np.int64)
     offsets = np.zeros(len(marginals) + 1, dtype=np.int64)
     offsets[1:] = np.cumsum(sizes)
     for q, (cols, ws, shape) in enumerate(marginals):
@@ -64,22 +65,36 @@ def count_marginals(codes: np.ndarray, marginals: Sequence[tuple[Sequence[int], 
         columns[q, :k], widths[q, :k] = cols, ws if len(ws) else 1
         strides[q, :k] = [int(np.prod(shape[j + 1:], dtype=np.int64)) for j in range(k)]
     out = np.zeros(offsets[-1], dtype=np.int64)
-    _count_many(codes, columns, widths, strides, offsets, out)
+    _count_many(codes, columns, widths, strides, offsets, arities, out)
     return [out[offsets[q]:offsets[q + 1]].reshape(tuple(shape)) for q, (_, _, shape) in enumerate(marginals)]
 
 
 @numba.njit(parallel=True, cache=True)
-def _count_many(codes, columns, widths, strides, offsets, out):
+def _count_many(codes, columns, widths, strides, offsets, arities, out):
     """out[offsets[q] + cell] += 1 for every row and marginal q (one marginal per thread at a time: no
-    two threads write the same counts)."""
-    n, arity = codes.shape[0], columns.shape[1]
+    two threads write the same counts).  Exact pairs and triples, the most frequent, get loops of their
+    own (no division by a width of 1, no padded columns): several times faster than the general loop."""
+    n = codes.shape[0]
     for q in numba.prange(columns.shape[0]):
-        base = offsets[q]
-        for i in range(n):
-            cell = base
-            for j in range(arity):
-                cell += (np.int64(codes[i, columns[q, j]]) // widths[q, j]) * strides[q, j]
-            out[cell] += 1
+        base, k = offsets[q], arities[q]
+        exact = True
+        for j in range(k):
+            exact = exact and widths[q, j] == 1
+        if exact and k == 2:
+            c0, c1, s0 = columns[q, 0], columns[q, 1], strides[q, 0]
+            for i in range(n):
+                out[base + np.int64(codes[i, c0]) * s0 + np.int64(codes[i, c1])] += 1
+        elif exact and k == 3:
+            c0, c1, c2, s0, s1 = columns[q, 0], columns[q, 1], columns[q, 2], strides[q, 0], strides[q, 1]
+            for i in range(n):
+                out[base + np.int64(codes[i, c0]) * s0 + np.int64(codes[i, c1]) * s1 + np.int64(codes[i, c2])] += 1
+        else:
+            for i in range(n):
+                cell = base
+                for j in range(k):
+                    code = np.int64(codes[i, columns[q, j]])
+                    cell += (code if exact else code // widths[q, j]) * strides[q, j]
+                out[cell] += 1
 
 
 def clip_and_normalise(noisy: np.ndarray) -> np.ndarray:

@@ -80,7 +80,8 @@ workers, bounded there when they carry ids.  ``rng`` draws the noise (and the se
     table's own: nothing released should be drawn from it; ``ledger`` holds the run's budget.
     """
 
-    __slots__ = ("domain", "theta", "distinct", "_ledger", "_rng", "_released", "__engine", "__held", "__answers")
+    __slots__ = ("domain", "theta", "distinct", "_ledger", "_rng", "_released", "__engine", "__held", "__answers",
+                 "__sensitivities")
 
     def __init__(self, codes: np.ndarray, numeric: Mapping[str, np.ndarray], domain: Domain, theta: int,
                  ledger: Ledger, rng: np.random.Generator, ids: np.ndarray | None = None,
@@ -108,7 +109,7 @@ workers, bounded there when they carry ids.  ``rng`` draws the noise (and the se
             held = engine.hold(Records(compact_codes(codes, domain.sizes), dict(numeric), domain))
         self.domain, self.theta, self.distinct = domain, int(theta), tuple(distinct)
         self._ledger, self._rng, self._released = ledger, rng, []
-        self.__engine, self.__held, self.__answers = engine, held, {}
+        self.__engine, self.__held, self.__answers, self.__sensitivities = engine, held, {}, {}
 
     @property
     def budget(self) -> float:
@@ -144,9 +145,12 @@ workers, bounded there when they carry ids.  ``rng`` draws the noise (and the se
         return tuple(self._released)
 
     def sensitivity(self, query: Query) -> Sensitivity:
-        """The query's sensitivity on this table (from theta and the distinct columns): public."""
-        self._check(query)
-        return query.sensitivity(self.theta, self.distinct)
+        """The query's sensitivity on this table (from theta and the distinct columns): public.  Worked out
+        once per query (an adaptive round asks it of every candidate)."""
+        if query not in self.__sensitivities:
+            self._check(query)
+            self.__sensitivities[query] = query.sensitivity(self.theta, self.distinct)
+        return self.__sensitivities[query]
 
     def _answer(self, query: Query) -> np.ndarray:
         """The query's exact answer, computed once per query (the records never change)."""
