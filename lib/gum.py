@@ -24,6 +24,7 @@ import numba
 import numpy as np
 
 from dpsyn.lib.constraints import NO_BOXES, Boxes, record_forbidden, repair
+from dpsyn.lib.marginals import compact_codes
 from dpsyn.lib.measurement import Target
 
 
@@ -58,8 +59,12 @@ def gum(records: np.ndarray, sizes: tuple[int, ...], targets: list[Target],
         flat.append(t * (len(out) / t.sum()) if t.sum() > 0 else np.full(t.size, len(out) / t.size))
     cell_ptr = np.cumsum([0] + [len(t) for t in flat]).astype(np.int64)
     alphas = options.alpha * options.decay ** np.arange(options.iterations)
-    _gum_kernel(out, np.asarray(sizes, dtype=np.int64), attrs, attr_ptr, np.concatenate(flat), cell_ptr,
+    # the kernel reads a marginal's columns of every record in every step: column by column in the smallest
+    # type, those columns are all it reads (a record's row of int32 codes would bring in all of them)
+    work = compact_codes(out, sizes)
+    _gum_kernel(work, np.asarray(sizes, dtype=np.int64), attrs, attr_ptr, np.concatenate(flat), cell_ptr,
                 alphas, options.duplicate_share, int(rng.integers(2 ** 62)), *boxes.packed())
+    out[:] = work
     return out
 
 
