@@ -36,8 +36,8 @@ import pandas as pd
 from dpsyn.dataloader.encoding import DEFAULT_BINS, Encoder
 from dpsyn.dataloader.draft import draft_parameters
 from dpsyn.dataloader.private_rows import BatchEncoder, check_rows, dask_partitions, join, settle
-from dpsyn.dataloader.reading import (ON_INVALID, DataError, as_text, check_columns, public_ranges, read_csv_text,
-                                      read_header, read_table, text_batches, validate)
+from dpsyn.dataloader.reading import (ON_INVALID, DataError, as_text, check_columns, column_batches, public_ranges,
+                                      read_csv_text, read_header, read_table, validate)
 from dpsyn.dataloader.rules import violations
 from dpsyn.dataloader.schema import (NUMERIC, Run, Schema, SchemaError, check_distinct, delta_warnings, load_schema,
                                      parse_schema)
@@ -413,7 +413,7 @@ def _read_private(private, side: PublicSide, id_column: str | None, on_invalid: 
         table = EncodedTable(None, None, None, loaded)
     else:
         batches = [as_text(private)] if isinstance(private, pd.DataFrame) else \
-            text_batches(private, "private file", private=True)
+            column_batches(private, "private file", private=True)
         parts, summaries = [], []
         for batch in batches:
             part, summary = encode(batch)

@@ -25,8 +25,8 @@ PARTITION_BYTES = 64 << 20  # CSV bytes per Dask partition
 
 @dataclass(frozen=True)
 class BatchEncoder:
-    """One batch of the private table's text (or of a Parquet partition's values) -> (Part, (what was outside
-    the schema, rows dropped)).  Picklable: the Dask engine runs it on its workers."""
+    """One batch of the private table's text (a DataFrame, or a reading.Columns that makes it a column at a
+    time; or a Parquet partition's values) -> (Part, (what was outside the schema, rows dropped)).  Picklable: the Dask engine runs it on its workers."""
 
     schema: Schema
     encoder: Encoder
@@ -36,9 +36,11 @@ class BatchEncoder:
     as_text: bool = False        # the batch holds typed values (Parquet through dask): turn them into text first
     rows_required: bool = True   # a batch without rows is a header-only file (False: one partition of many)
 
-    def __call__(self, batch: pd.DataFrame) -> tuple[Part, tuple[InvalidReport, int]]:
-        text = as_text(batch) if self.as_text else batch
-        text.columns = [str(c).strip() for c in text.columns]
+    def __call__(self, batch) -> tuple[Part, tuple[InvalidReport, int]]:
+        if isinstance(batch, pd.DataFrame):
+            text = as_text(batch) if self.as_text else batch.rename(columns=lambda c: str(c).strip())
+        else:  # reading.Columns: each column's text made when validation reads it
+            text = batch
         text = check_columns(text, self.schema, self.label, self.id_column,
                              rows_required=self.rows_required)
         typed, drop, report = typed_values(text, self.schema, self.on_invalid)
@@ -66,10 +68,24 @@ def check_rows(rows: int, summaries, label: str) -> None:
 
 
 def join(parts: list[Part]) -> Part:
-    """The batches' Parts as one, in file order."""
-    return Part(np.concatenate([p.codes for p in parts]),
-                {c: np.concatenate([p.numeric[c] for p in parts]) for c in parts[0].numeric},
-                np.concatenate([p.ids for p in parts]) if parts[0].ids is not None else None)
+    """The batches' Parts as one, in file order, emptying ``parts`` as it goes (each batch is let go once
+    copied, so the file is not held twice).  The codes are column by column (Fortran order), the layout the
+    private table holds, so that holding them needs no other copy."""
+    rows, first = sum(len(p.codes) for p in parts), parts[0]
+    codes = np.empty((rows, first.codes.shape[1]), dtype=first.codes.dtype, order="F")
+    numeric = {c: np.empty(rows, dtype=v.dtype) for c, v in first.numeric.items()}
+    ids = np.empty(rows, dtype=first.ids.dtype) if first.ids is not None else None
+    start = 0
+    while parts:
+        part = parts.pop(0)
+        end = start + len(part.codes)
+        codes[start:end] = part.codes
+        for c, v in part.numeric.items():
+            numeric[c][start:end] = v
+        if ids is not None:
+            ids[start:end] = part.ids
+        start = end
+    return Part(codes, numeric, ids)
 
 
 def dask_partitions(path: str | Path, label: str) -> tuple[list, bool]:

@@ -1,7 +1,9 @@
 """Reading tables and validating them against the schema.
 
-``read_csv_text`` reads a CSV with every cell as text (pyarrow engine); ``as_text`` turns
-a DataFrame handed to the Python API into the same text form; ``check_columns`` checks
+``read_csv_text`` reads a CSV with every cell as text (pyarrow engine), or a Parquet file's values
+as the text its CSV would hold; ``column_batches`` reads either a batch of rows at a time, a
+column's text made only when it is read; ``as_text`` turns a DataFrame handed to the Python API
+into the same text form; ``check_columns`` checks
 either one's header; ``validate`` turns the text into typed columns: categorical columns
 become pandas Categoricals whose categories are ``category_list(column)`` (the schema's
 values, plus the null token when it is not one of them); numeric columns become float64
@@ -54,7 +56,7 @@ def read_header(path: str | Path) -> list[str]:
         return []
 
 
-def _parquet_batches(path: Path, what: str) -> Iterator[pd.DataFrame]:
+def _parquet_batches(path: Path, what: str) -> Iterator[Columns]:
     """Every cell of a Parquet file or folder as the text its CSV would hold (nulls empty), a batch at a time."""
     import pyarrow.dataset as ds
     try:
@@ -63,14 +65,45 @@ def _parquet_batches(path: Path, what: str) -> Iterator[pd.DataFrame]:
             raise DataError(f"{what} {path}: empty (no columns)")
         with progress(dataset.count_rows(), f"reading {what}", "row", log, minimum=READ_ROWS) as bar:
             for batch in dataset.to_batches(batch_size=READ_ROWS):
-                df = as_text(batch.to_pandas())
-                df.columns = [str(c).strip() for c in df.columns]
-                bar.update(len(df))
-                yield df
+                bar.update(batch.num_rows)
+                yield Columns(pa.Table.from_batches([batch]), values=True)
     except (OSError, ValueError, pa.ArrowException) as exc:
         if isinstance(exc, DataError):
             raise
         raise DataError(f"{what} {path}: cannot read as Parquet: {str(exc).splitlines()[0]}") from None
+
+
+class Columns:
+    """A batch of rows held as Arrow columns, each turned into the text ``read_csv_text`` gives (pandas
+    strings; ``values``: from a Parquet file's values, as ``as_text`` turns them) only when it is read, so a
+    batch's text is held one column at a time (strings take tens of bytes a cell; the batch itself a few).
+    Reads like the part of a DataFrame that validation uses: ``columns``, ``len``, ``index``, a column by
+    name, a list of names for those columns."""
+
+    def __init__(self, table: pa.Table, values: bool = False):
+        self.table = table.rename_columns([str(c).strip() for c in table.column_names])
+        self.values = values
+
+    @property
+    def columns(self) -> list[str]:
+        return self.table.column_names
+
+    @property
+    def index(self) -> pd.RangeIndex:
+        return pd.RangeIndex(self.table.num_rows)
+
+    def __len__(self) -> int:
+        return self.table.num_rows
+
+    def __getitem__(self, name):
+        if isinstance(name, list):
+            return Columns(self.table.select(name), self.values)
+        series = self.table.column(name).to_pandas().rename(name)
+        return column_text(series) if self.values else series
+
+    def frame(self) -> pd.DataFrame:
+        """Every column's text at once."""
+        return pd.DataFrame({name: self[name] for name in self.columns}, index=self.index)
 
 
 def read_csv_text(path: str | Path, what: str, private: bool = False) -> pd.DataFrame:
@@ -78,13 +111,14 @@ def read_csv_text(path: str | Path, what: str, private: bool = False) -> pd.Data
 
     ``private``: a parse error names the row's problem but not its text.
     """
-    batches = list(text_batches(path, what, private))
+    batches = [batch.frame() for batch in column_batches(path, what, private)]
     return pd.concat(batches, ignore_index=True) if len(batches) > 1 else batches[0]
 
 
-def text_batches(path: str | Path, what: str, private: bool = False) -> Iterator[pd.DataFrame]:
-    """``read_csv_text`` a batch of rows at a time (at least one batch, maybe without rows), so that a
-    caller can turn each into compact codes before the next is read; a progress bar (terminal only)."""
+def column_batches(path: str | Path, what: str, private: bool = False) -> Iterator[Columns]:
+    """``read_csv_text`` a batch of rows at a time (at least one batch, maybe without rows), each a
+    ``Columns`` whose text is made a column at a time, so that a caller can turn each into compact codes
+    before the next is read and never holds a whole batch of strings; a progress bar (terminal only)."""
     path = Path(path)
     if is_parquet(path):
         yield from _parquet_batches(path, what)
@@ -108,7 +142,7 @@ READ_BLOCK = 1 << 24  # bytes of CSV parsed per pyarrow block
 READ_ROWS = 1 << 20   # rows per batch handed on (CSV blocks are gathered up to about this many)
 
 
-def _csv_batches(path: Path, what: str) -> Iterator[pd.DataFrame]:
+def _csv_batches(path: Path, what: str) -> Iterator[Columns]:
     """The CSV's cells as strings (empty cells empty, no missing-value guessing), parsed by pyarrow a
     block at a time and handed on about READ_ROWS rows at a time, with a progress bar over the file's
     bytes (terminal only)."""
@@ -124,9 +158,7 @@ def _csv_batches(path: Path, what: str) -> Iterator[pd.DataFrame]:
         pending, rows, handed = [], 0, False
 
         def hand_on():
-            df = pa.Table.from_batches(pending, schema=reader.schema).to_pandas()
-            df.columns = [str(c).strip() for c in df.columns]
-            return df
+            return Columns(pa.Table.from_batches(pending, schema=reader.schema))
         for batch in reader:
             pending.append(batch)
             rows += batch.num_rows
@@ -138,19 +170,21 @@ def _csv_batches(path: Path, what: str) -> Iterator[pd.DataFrame]:
             yield hand_on()
 
 
+def column_text(series: pd.Series) -> pd.Series:
+    """A column's cells as the text ``read_csv_text`` would give: str() of each value, whole floats without
+    ".0" (a column of ints with a gap reads as floats), missing cells (NaN, None, NA) empty."""
+    missing = series.isna().to_numpy()
+    if pd.api.types.is_float_dtype(series.dtype):
+        values = series.to_numpy(dtype=np.float64, na_value=np.nan)
+        whole = ~missing & (values == np.round(values)) & (np.abs(values) < 2 ** 53)
+        out = np.where(whole, np.where(whole, values, 0).astype(np.int64).astype(str), series.astype(str))
+        return pd.Series(np.where(missing, "", out), index=series.index, name=series.name)
+    return series.astype(str).where(~missing, "")
+
+
 def as_text(df: pd.DataFrame) -> pd.DataFrame:
-    """A DataFrame's cells as the text ``read_csv_text`` would give: str() of each value,
-    whole floats without ".0" (a column of ints with a gap reads as floats), missing cells
-    (NaN, None, NA) empty."""
-    def text(series: pd.Series) -> pd.Series:
-        missing = series.isna().to_numpy()
-        if pd.api.types.is_float_dtype(series.dtype):
-            values = series.to_numpy(dtype=np.float64, na_value=np.nan)
-            whole = ~missing & (values == np.round(values)) & (np.abs(values) < 2 ** 53)
-            out = np.where(whole, np.where(whole, values, 0).astype(np.int64).astype(str), series.astype(str))
-            return pd.Series(np.where(missing, "", out), index=series.index)
-        return series.astype(str).where(~missing, "")
-    return pd.DataFrame({str(c).strip(): text(df[c]) for c in df.columns}, index=df.index)
+    """A DataFrame's cells as the text ``read_csv_text`` would give (``column_text`` of each column)."""
+    return pd.DataFrame({str(c).strip(): column_text(df[c]) for c in df.columns}, index=df.index)
 
 
 def check_columns(df: pd.DataFrame, schema: Schema, what: str, id_column: str | None = None,

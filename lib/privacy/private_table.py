@@ -104,8 +104,9 @@ workers, bounded there when they carry ids.  ``rng`` draws the noise (and the se
             if ids is not None:
                 keys = codes[:, domain.indices(distinct)] if distinct else None
                 keep = engine.keep(ids, theta, bound_rng.random(len(ids)), keys)  # one random priority per row
-                codes = codes[keep]
-                numeric = {name: values[keep] for name, values in numeric.items()}
+                if len(keep) < len(ids):  # else every row is kept, in order: no copy
+                    codes = codes[keep]
+                    numeric = {name: values[keep] for name, values in numeric.items()}
             held = engine.hold(Records(compact_codes(codes, domain.sizes), dict(numeric), domain))
         self.domain, self.theta, self.distinct = domain, int(theta), tuple(distinct)
         self._ledger, self._rng, self._released = ledger, rng, []
