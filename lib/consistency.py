@@ -129,8 +129,8 @@ def fit_to_margins(v: np.ndarray, attrs: tuple, targets: dict, tolerance: float,
     consistency_pseudo_share of the mean cell, so that a slice with no mass can take its target's.
     """
     max_iterations = T.consistency_max_fit_iterations if max_iterations is None else max_iterations
-    if not targets:
-        return v
+    if not targets:  # nothing to fit: as below, input counts as fitting only where a tolerance is asked
+        return v if tolerance > 0 else v + T.consistency_pseudo_share * v.sum() / v.size
     # each cell's cell in every target (flat, the target's own axis order), and the targets end to end
     cells = np.empty((len(targets), v.size), dtype=np.int64)
     for row, subset in zip(cells, targets):

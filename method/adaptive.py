@@ -117,7 +117,7 @@ class Model:
     smoothing: dict = field(default_factory=dict)    # domain column -> (bandwidth, risk share) of its 1-way
     fitted: tuple | None = None                      # the maximum-entropy fit with the group columns (joint)
     boxes: Boxes = NO_BOXES                          # the edit rules' forbidden boxes over the model's columns
-    _by_groups: dict = field(default_factory=dict, repr=False)  # model key -> ``by_groups``
+    by_groups_memo: dict = field(default_factory=dict, repr=False)  # model key -> ``by_groups``
 
     def __post_init__(self):
         if self.layout is None:
@@ -185,11 +185,11 @@ class Model:
     def by_groups(self, cols: tuple[int, ...]) -> bool:
         """Whether model key ``cols`` is some group columns and one other column, read exactly (worked out
         once per key)."""
-        if cols not in self._by_groups:
+        if cols not in self.by_groups_memo:
             domain = self.layout.columns(cols)
-            self._by_groups[cols] = (len(domain) > 1 and set(domain[:-1]) <= set(self.group_idx)
+            self.by_groups_memo[cols] = (len(domain) > 1 and set(domain[:-1]) <= set(self.group_idx)
                                      and domain[-1] not in self.group_idx and not self.layout.coarse(cols))
-        return self._by_groups[cols]
+        return self.by_groups_memo[cols]
 
     def per_group_model(self, j: int) -> np.ndarray:
         """Groups × values of column j in the model's layout (group columns' axes, then j's): the
