@@ -142,12 +142,12 @@ def fit_to_margins(v: np.ndarray, attrs: tuple, targets: dict, tolerance: float,
             stride *= v.shape[axis]
         row[:] = index.ravel()
     flat = [np.asarray(t, dtype=np.float64).ravel() for t in targets.values()]
-    ends = np.cumsum([0] + [t.size for t in flat])
+    ends, flat = np.cumsum([0] + [t.size for t in flat]), np.concatenate(flat)
     fitted = np.array(v, dtype=np.float64).ravel()  # a copy: ``v`` is left as it is
-    if tolerance > 0 and _worst(fitted, cells, np.concatenate(flat), ends) <= tolerance:
+    if tolerance > 0 and _worst(fitted, cells, flat, ends) <= tolerance:
         return v
     fitted += T.consistency_pseudo_share * fitted.sum() / fitted.size  # every cell positive: IPF converges
-    _ipf(fitted, cells, np.concatenate(flat), ends, float(tolerance), int(max_iterations))
+    _ipf(fitted, cells, flat, ends, float(tolerance), int(max_iterations))
     return fitted.reshape(v.shape)
 
 

@@ -24,7 +24,7 @@ import numba
 import numpy as np
 
 from dpsyn.lib.constraints import NO_BOXES, Boxes, record_forbidden, repair
-from dpsyn.lib.marginals import compact_codes
+from dpsyn.lib.marginals import code_dtype
 from dpsyn.lib.measurement import Target
 
 
@@ -48,24 +48,23 @@ def gum(records: np.ndarray, sizes: tuple[int, ...], targets: list[Target],
     are not read: GUM moves toward every target alike).  Deterministic given ``rng``'s state.
     Costs no privacy budget.
     """
-    out = np.ascontiguousarray(repair(records, boxes, rng) if boxes else records, dtype=np.int32).copy()
-    if len(out) == 0 or not targets:
-        return out
+    start = repair(records, boxes, rng) if boxes else records
+    if len(start) == 0 or not targets:
+        return np.array(start, dtype=np.int32, order="C")
+    # the kernel reads a marginal's columns of every record in every step: column by column in the smallest
+    # type, those columns are all it reads (a record's row of int32 codes would bring in all of them)
+    work = np.array(start, dtype=code_dtype(sizes), order="F")  # a copy: the kernel moves records in place
     attrs = np.concatenate([np.asarray(t.query, dtype=np.int64) for t in targets])
     attr_ptr = np.cumsum([0] + [len(t.query) for t in targets]).astype(np.int64)
     flat = []
     for target in targets:
         t = np.clip(np.asarray(target.noisy, dtype=np.float64).ravel(), 0, None)
-        flat.append(t * (len(out) / t.sum()) if t.sum() > 0 else np.full(t.size, len(out) / t.size))
+        flat.append(t * (len(work) / t.sum()) if t.sum() > 0 else np.full(t.size, len(work) / t.size))
     cell_ptr = np.cumsum([0] + [len(t) for t in flat]).astype(np.int64)
     alphas = options.alpha * options.decay ** np.arange(options.iterations)
-    # the kernel reads a marginal's columns of every record in every step: column by column in the smallest
-    # type, those columns are all it reads (a record's row of int32 codes would bring in all of them)
-    work = compact_codes(out, sizes)
     _gum_kernel(work, np.asarray(sizes, dtype=np.int64), attrs, attr_ptr, np.concatenate(flat), cell_ptr,
                 alphas, options.duplicate_share, int(rng.integers(2 ** 62)), *boxes.packed())
-    out[:] = work
-    return out
+    return np.ascontiguousarray(work, dtype=np.int32)
 
 
 @numba.njit(cache=True)
