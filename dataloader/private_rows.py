@@ -26,7 +26,8 @@ PARTITION_BYTES = 64 << 20  # CSV bytes per Dask partition
 @dataclass(frozen=True)
 class BatchEncoder:
     """One batch of the private table's text (a DataFrame, or a reading.Columns that makes it a column at a
-    time; or a Parquet partition's values) -> (Part, (what was outside the schema, rows dropped)).  Picklable: the Dask engine runs it on its workers."""
+    time; or a Parquet partition's values) -> (Part, (what was outside the schema, rows dropped)).
+    Picklable: the Dask engine runs it on its workers."""
 
     schema: Schema
     encoder: Encoder

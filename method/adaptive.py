@@ -75,7 +75,7 @@ from dpsyn.lib.tuning import T
 from dpsyn.method.base import RunContext, spread
 from dpsyn.method.groups import base_size, smoothed_counts, start_records
 from dpsyn.method.selection import allocate
-from dpsyn.method.split_columns import SplitColumns
+from dpsyn.method.split_columns import SplitColumns, per_key
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +117,6 @@ class Model:
     smoothing: dict = field(default_factory=dict)    # domain column -> (bandwidth, risk share) of its 1-way
     fitted: tuple | None = None                      # the maximum-entropy fit with the group columns (joint)
     boxes: Boxes = NO_BOXES                          # the edit rules' forbidden boxes over the model's columns
-    by_groups_memo: dict = field(default_factory=dict, repr=False)  # model key -> ``by_groups``
 
     def __post_init__(self):
         if self.layout is None:
@@ -182,14 +181,12 @@ class Model:
         subset of the group columns in their order)."""
         return [c for c in self.consistent if self.by_groups(c) and self.layout.columns(c)[-1] == j]
 
+    @per_key
     def by_groups(self, cols: tuple[int, ...]) -> bool:
-        """Whether model key ``cols`` is some group columns and one other column, read exactly (worked out
-        once per key)."""
-        if cols not in self.by_groups_memo:
-            domain = self.layout.columns(cols)
-            self.by_groups_memo[cols] = (len(domain) > 1 and set(domain[:-1]) <= set(self.group_idx)
-                                     and domain[-1] not in self.group_idx and not self.layout.coarse(cols))
-        return self.by_groups_memo[cols]
+        """Whether model key ``cols`` is some group columns and one other column, read exactly."""
+        domain = self.layout.columns(cols)
+        return (len(domain) > 1 and set(domain[:-1]) <= set(self.group_idx) and domain[-1] not in self.group_idx
+                and not self.layout.coarse(cols))
 
     def per_group_model(self, j: int) -> np.ndarray:
         """Groups × values of column j in the model's layout (group columns' axes, then j's): the

@@ -26,9 +26,10 @@ from dpsyn.lib.tuning import T
 
 
 
-def _per_key(method):
-    """``method(self, key)`` worked out once per key of a layout (a layout never changes, and every
-    adaptive round asks about the same candidate keys)."""
+def per_key(method):
+    """``method(self, key)`` worked out once per key of an object whose answers never change (a layout, a
+    model's group columns), kept in the object's ``__dict__``: every adaptive round asks about the same
+    candidate keys."""
     @functools.wraps(method)
     def memo(self, key):
         cache = self.__dict__.setdefault(f"_{method.__name__}_memo", {})
@@ -86,7 +87,7 @@ class SplitColumns:
         by their coarse code only, the others exactly."""
         return tuple(cols) + tuple(self.offset(j) for j in sorted(cols) if self.widths[j] > 1 and j not in coarse)
 
-    @_per_key
+    @per_key
     def columns(self, key: tuple[int, ...]) -> tuple[int, ...]:
         """The domain columns of a model key, in its order."""
         return tuple(c for c in key if c < len(self.sizes))
@@ -95,18 +96,18 @@ class SplitColumns:
         """Whether column j is split and ``key`` reads it exactly (coarse code and offset)."""
         return self.widths[j] > 1 and self.offset(j) in key
 
-    @_per_key
+    @per_key
     def coarse(self, key: tuple[int, ...]) -> tuple[int, ...]:
         """The split columns a model key reads by their coarse code only."""
         return tuple(j for j in self.columns(key) if self.widths[j] > 1 and not self.exact_split(key, j))
 
-    @_per_key
+    @per_key
     def query_widths(self, key: tuple[int, ...]) -> tuple[int, ...]:
         """The private ``Marginal``'s widths for ``key``: a column's width where it is read coarsely, else 1."""
         coarse = set(self.coarse(key))
         return tuple(self.widths[j] if j in coarse else 1 for j in self.columns(key))
 
-    @_per_key
+    @per_key
     def query_shape(self, key: tuple[int, ...]) -> tuple[int, ...]:
         return tuple(-(-self.sizes[j] // w) for j, w in zip(self.columns(key), self.query_widths(key)))
 
