@@ -1,9 +1,9 @@
 """The private file read a batch at a time straight into compact codes: in this process, or on the workers
 of a Dask cluster (the engine's ``load``), with the same checks and messages either way.
 
-``BatchEncoder`` turns one batch of text into an engine ``Part`` (codes of the smallest unsigned type that
-holds the domain, the numeric columns' raw values, 64-bit id hashes) plus a summary of what was outside the
-schema; ``settle`` reports those summaries once for the whole file (reading.settle_invalid).
+``BatchEncoder`` turns one batch of text into an engine ``Part`` (column-major codes of the smallest unsigned
+type that holds the domain, the raw values of the numeric columns a run's queries read, 64-bit id hashes)
+plus a summary of what was outside the schema; ``settle`` reports those summaries once for the whole file (reading.settle_invalid).
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pandas as pd
 from dpsyn.dataloader.encoding import Encoder
 from dpsyn.dataloader.reading import (DataError, InvalidReport, as_text, check_columns, individual_ids, is_parquet,
                                       settle_invalid, typed_values)
-from dpsyn.dataloader.schema import NUMERIC, Schema
+from dpsyn.dataloader.schema import Schema
 from dpsyn.lib.marginals import code_dtype
 from dpsyn.lib.privacy.engine import Part
 
@@ -27,13 +27,15 @@ PARTITION_BYTES = 64 << 20  # CSV bytes per Dask partition
 class BatchEncoder:
     """One batch of the private table's text (a DataFrame, or a reading.Columns that makes it a column at a
     time; or a Parquet partition's values) -> (Part, (what was outside the schema, rows dropped)).
-    Picklable: the Dask engine runs it on its workers."""
+    ``values``: the numeric columns whose raw values the Part keeps (stages.Pipeline.raw_columns; the rest
+    are read, checked and encoded, then let go).  Picklable: the Dask engine runs it on its workers."""
 
     schema: Schema
     encoder: Encoder
     id_column: str | None
     on_invalid: str
     label: str
+    values: tuple[str, ...] = ()
     as_text: bool = False        # the batch holds typed values (Parquet through dask): turn them into text first
     rows_required: bool = True   # a batch without rows is a header-only file (False: one partition of many)
 
@@ -47,9 +49,9 @@ class BatchEncoder:
         typed, drop, report = typed_values(text, self.schema, self.on_invalid)
         typed = typed[~drop]
         ids = individual_ids(typed[self.id_column], self.label) if self.id_column else None
-        numeric = {c.name: typed[c.name].to_numpy(dtype=np.float64) for c in self.schema.columns if c.kind == NUMERIC}
-        return Part(self.encoder.encode(typed).astype(code_dtype(self.encoder.domain.sizes)), numeric, ids), \
-            (report, int(drop.sum()))
+        numeric = {c: typed[c].to_numpy(dtype=np.float64) for c in self.values}
+        codes = np.asfortranarray(self.encoder.encode(typed), dtype=code_dtype(self.encoder.domain.sizes))
+        return Part(codes, numeric, ids), (report, int(drop.sum()))
 
 
 def settle(summaries, label: str, on_invalid: str, hide_counts: bool) -> None:

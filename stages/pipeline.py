@@ -183,6 +183,18 @@ class Pipeline:
             out.append(Reweighting(self.reweighting))
         return out
 
+    def raw_columns(self, spec: Method, numeric: tuple[str, ...]) -> tuple[str, ...]:
+        """Of the ``numeric`` columns, those whose raw private values a run may read (in that order): every
+        one for a method that synthesizes raw numbers (``spec.raw_numeric``), else those the group-level
+        values, the values inside bins and the reweighting moments measure.  The release holds no other
+        column's raw values (the private table refuses a query that reads one)."""
+        if spec.raw_numeric:
+            return numeric
+        read = {g.column for g in self.group_level} | set(self.detailed)
+        if self.reweighting is not None:
+            read |= {c for columns in self.reweighting.moments for c in columns}
+        return tuple(c for c in numeric if c in read)
+
     def shares(self) -> dict[str, float]:
         """Each measuring stage's share of a run's rho."""
         return {s.node: s.share() for s in self.stages() if s.node is not None}

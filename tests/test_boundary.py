@@ -62,6 +62,21 @@ def small_table() -> PrivateTable:
     return PrivateTable(codes, {}, domain, 1, Ledger(1.0, 1e-9), np.random.default_rng(0))
 
 
+def test_a_query_of_raw_values_the_table_does_not_hold_is_refused_before_any_charge():
+    from dpsyn.lib.privacy.queries import CellHistogram, Moments
+    domain = Domain(("A", "X", "Y"), (2, 3, 3), {"X": (0.0, 3.0), "Y": (0.0, 3.0)})
+    codes = np.array([[0, 1, 2], [1, 2, 0]], dtype=np.int32)
+    ledger = Ledger(1.0, 1e-9)
+    private = PrivateTable(codes, {"X": np.array([1.5, 2.5])}, domain, 1, ledger, np.random.default_rng(0))
+    assert private.raw_columns == ("X",)
+    for query in (Moments(("X", "Y")), CellHistogram("Y", (), ((0.0, 1.5, 3.0),))):
+        with pytest.raises(ValueError, match="reads the raw values of Y, which this table does not hold"):
+            private.measure(query, 1e-4)
+    assert ledger.spent == 0.0
+    private.measure(CellHistogram("X", (), ((0.0, 1.5, 3.0),)), 1e-4)
+    private.measure(Marginal(("Y",)), 1e-4)  # codes only
+
+
 def test_a_method_inside_its_node_cannot_reach_another():
     from dpsyn.lib.privacy.accounting import BudgetExceeded
     from dpsyn.lib.privacy.plan import Node, Plan
@@ -83,8 +98,8 @@ def test_a_method_inside_its_node_cannot_reach_another():
 def test_the_table_shows_no_records():
     private = small_table()
     public = {name for name in dir(private) if not name.startswith("_")}
-    assert public == {"domain", "theta", "distinct", "budget", "remaining", "released", "sensitivity", "measure",
-                      "select", "holding", "spending"}
+    assert public == {"domain", "theta", "distinct", "raw_columns", "budget", "remaining", "released", "sensitivity",
+                      "measure", "select", "holding", "spending"}
     for name in ("codes", "records", "numeric", "ids"):
         with pytest.raises(AttributeError):
             getattr(private, name)

@@ -130,3 +130,14 @@ def test_set_overrides_a_tuned_value_for_one_command_only(capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["error: --set nope: no tuned value of that name (main.py plan --tuning lists them)",
                    "error: --set reweight_share=x: expected float like 0.1"]
+
+
+def test_the_release_holds_raw_values_only_of_columns_a_run_reads():
+    from dpsyn.method import METHODS
+    from dpsyn.stages.pipeline import GroupLevel, Pipeline
+    from dpsyn.stages.reweight import ReweightSpec
+    numeric = ("D", "W", "X", "Y", "Z")
+    assert Pipeline().raw_columns(METHODS["dpsyn"], numeric) == ()
+    pipeline = Pipeline((GroupLevel("D", ("G",), 0.0, 1.0, 0.1),), ("X",), ReweightSpec(moments=(("Z", "Y"),)))
+    assert pipeline.raw_columns(METHODS["dpsyn"], numeric) == ("D", "X", "Y", "Z")
+    assert Pipeline().raw_columns(METHODS["rap"], numeric) == numeric  # it synthesizes raw numbers

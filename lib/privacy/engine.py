@@ -87,7 +87,8 @@ def _run_chunk(fn: Callable, state: Any, chunk: list) -> list:
 @dataclass(frozen=True)
 class Part:
     """Rows of one partition of the private file, read and encoded on a worker: codes (n × d, the smallest
-    unsigned type), raw values of the numeric columns, each row's individual (uint64 hashes) or None."""
+    unsigned type, column-major), raw values of the numeric columns a query may read, each row's individual
+    (uint64 hashes) or None."""
 
     codes: np.ndarray
     numeric: Mapping[str, np.ndarray]
@@ -97,12 +98,14 @@ class Part:
 @dataclass(frozen=True)
 class Loaded:
     """The private file's Parts, left on the cluster by ``DaskEngine.load``: their futures, their row counts,
-    whether they carry individual ids, and the engine that holds them."""
+    whether they carry individual ids, the engine that holds them and the numeric columns whose raw values
+    they hold."""
 
     pieces: list
     rows: tuple[int, ...]
     has_ids: bool
     engine: Any
+    values: tuple[str, ...] = ()
 
 
 def _rows(part: Part) -> int:
@@ -131,7 +134,8 @@ def _piece_bounding_frame(part: Part, offset: int, state: dict, key_idx: list[in
 
 
 def _as_records(part: Part, kept: np.ndarray | None, domain: Domain) -> Records:
-    """The Part's kept rows (positions within it; None: all) as Records in the compact column-major layout."""
+    """The Part's kept rows (positions within it; None: all) as Records in the compact column-major layout
+    (the Part's own arrays when it keeps all: no copy)."""
     codes, numeric = part.codes, part.numeric
     if kept is not None:
         codes, numeric = codes[kept], {c: v[kept] for c, v in numeric.items()}
@@ -179,17 +183,17 @@ class DaskEngine:
                                                                   meta=("row", "int64"))
         return np.sort(self.client.compute(kept).result().to_numpy())
 
-    def load(self, parts: Sequence, encode: Callable, has_ids: bool) -> tuple[Loaded, list]:
+    def load(self, parts: Sequence, encode: Callable, has_ids: bool, values: tuple[str, ...]) -> tuple[Loaded, list]:
         """Reads and encodes the private file on the workers: ``encode(part)`` of each dask-delayed text
-        partition gives (Part, summary); the Parts stay on the workers and only the summaries (what was
-        outside the schema, how many rows) come back, in partition order."""
+        partition gives (Part, summary; the Part holding the raw ``values``); the Parts stay on the workers
+        and only the summaries (what was outside the schema, how many rows) come back, in partition order."""
         import dask
         results = self.client.compute([dask.delayed(encode)(part) for part in parts])
         pieces = [self.client.submit(itemgetter(0), r, pure=False) for r in results]
         summaries = self.client.gather([self.client.submit(itemgetter(1), r, pure=False) for r in results])
         rows = self.client.gather([self.client.submit(_rows, piece, pure=False) for piece in pieces])
         self.client.rebalance(pieces)  # reading may have run mostly on one worker: spread the rows' memory
-        return Loaded(pieces, tuple(rows), has_ids, self), summaries
+        return Loaded(pieces, tuple(rows), has_ids, self, tuple(values)), summaries
 
     def hold_loaded(self, loaded: Loaded, domain: Domain, theta: int, bound_rng: np.random.Generator | None,
                     key_idx: list[int]) -> list:
@@ -208,8 +212,10 @@ class DaskEngine:
                                if key_idx else None)
         kept = self._kept(dd.from_delayed(frames, meta=meta), theta)
         bounds = np.searchsorted(kept, offsets)
-        return [self.client.submit(_as_records, piece, kept[a:b] - offset, domain, pure=False)
-                for piece, a, b, offset in zip(loaded.pieces, bounds[:-1], bounds[1:], offsets[:-1])]
+        return [self.client.submit(_as_records, piece, None if b - a == rows else kept[a:b] - offset, domain,
+                                   pure=False)
+                for piece, a, b, offset, rows in zip(loaded.pieces, bounds[:-1], bounds[1:], offsets[:-1],
+                                                     loaded.rows)]
 
     def hold(self, records: Records) -> list:
         """Scatters ``records`` to the workers in contiguous row partitions; their futures are the handle."""

@@ -68,7 +68,8 @@ class PrivateTable:
     """The private records of one run behind measuring calls (see the module doc).
 
     ``codes``: n × d codes in domain order; ``numeric``: raw values (NaN = null) of the
-    domain's numeric columns; ``ids`` (optional): each row's individual, used to keep at
+    numeric columns whose values a query may read (the others are not held: a query reading them is
+    refused before any charge); ``ids`` (optional): each row's individual, used to keep at
     most ``theta`` random rows per individual (``bound_rng``); without ids each row is
     taken to belong to an individual with at most ``theta`` rows, as the parameters
     declare.  ``distinct``: columns in which no two rows of one individual agree (with ids,
@@ -80,8 +81,8 @@ workers, bounded there when they carry ids.  ``rng`` draws the noise (and the se
     table's own: nothing released should be drawn from it; ``ledger`` holds the run's budget.
     """
 
-    __slots__ = ("domain", "theta", "distinct", "_ledger", "_rng", "_released", "__engine", "__held", "__answers",
-                 "__sensitivities")
+    __slots__ = ("domain", "theta", "distinct", "raw_columns", "_ledger", "_rng", "_released", "__engine", "__held",
+                 "__answers", "__sensitivities")
 
     def __init__(self, codes: np.ndarray, numeric: Mapping[str, np.ndarray], domain: Domain, theta: int,
                  ledger: Ledger, rng: np.random.Generator, ids: np.ndarray | None = None,
@@ -94,12 +95,12 @@ workers, bounded there when they carry ids.  ``rng`` draws the noise (and the se
             raise ValueError(f"distinct columns not in the domain: {', '.join(unknown)}")
         bound_rng = bound_rng if bound_rng is not None else rng
         if loaded is not None:  # rows the engine already read onto its workers
-            engine = loaded.engine
+            engine, numeric = loaded.engine, dict.fromkeys(loaded.values)
             held = engine.hold_loaded(loaded, domain, theta, bound_rng if loaded.has_ids else None,
                                       domain.indices(distinct) if distinct and loaded.has_ids else [])
         else:
-            if set(numeric) != set(domain.ranges):
-                raise ValueError("numeric values must be given for exactly the domain's numeric columns")
+            if not set(numeric) <= set(domain.ranges):
+                raise ValueError("raw values can be held only of the domain's numeric columns")
             engine = engine if engine is not None else LocalEngine()
             if ids is not None:
                 keys = codes[:, domain.indices(distinct)] if distinct else None
@@ -109,6 +110,7 @@ workers, bounded there when they carry ids.  ``rng`` draws the noise (and the se
                     numeric = {name: values[keep] for name, values in numeric.items()}
             held = engine.hold(Records(compact_codes(codes, domain.sizes), dict(numeric), domain))
         self.domain, self.theta, self.distinct = domain, int(theta), tuple(distinct)
+        self.raw_columns = tuple(c for c in domain.names if c in numeric)  # public: whose raw values are held
         self._ledger, self._rng, self._released = ledger, rng, []
         self.__engine, self.__held, self.__answers, self.__sensitivities = engine, held, {}, {}
 
@@ -169,6 +171,10 @@ workers, bounded there when they carry ids.  ``rng`` draws the noise (and the se
             raise TypeError(f"the private table answers only {', '.join(k.__name__ for k in QUERY_KINDS)} "
                             f"queries, not {type(query).__name__}")
         query.validate(self.domain)
+        missing = [c for c in query.raw_columns if c not in self.raw_columns]
+        if missing:
+            raise ValueError(f"{query.describe()} reads the raw values of {', '.join(missing)}, which this table "
+                             f"does not hold (the release holds those of {', '.join(self.raw_columns) or 'no column'})")
 
     def measure(self, query: Query, rho: float, label: str | None = None) -> Measurement:
         """The query's answer plus exact discrete Gaussian noise with σ = Δ₂/sqrt(2ρ).

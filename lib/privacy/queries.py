@@ -109,6 +109,7 @@ class Marginal:
     attrs: tuple[str, ...]
     widths: tuple[int, ...] = ()
     integer = True
+    raw_columns = ()  # no raw numeric value is read: codes only
 
     def validate(self, domain: Domain) -> None:
         _check_columns(domain, self.attrs, None, f"marginal {self.attrs}")
@@ -153,6 +154,11 @@ class Thresholds:
     thresholds: tuple[float, ...]
     by: tuple[str, ...] = ()
     integer = True
+
+    @property
+    def raw_columns(self) -> tuple[str, ...]:
+        """The numeric columns whose raw values the query reads."""
+        return self.columns
 
     def validate(self, domain: Domain) -> None:
         _check_columns(domain, self.columns, True, f"threshold query on {self.columns}")
@@ -207,6 +213,11 @@ class LinearSums:
     by: tuple[str, ...] = ()
     integer = False
 
+    @property
+    def raw_columns(self) -> tuple[str, ...]:
+        """The numeric columns whose raw values the query reads."""
+        return self.columns
+
     def validate(self, domain: Domain) -> None:
         _check_columns(domain, self.columns, True, f"sum query on {self.columns}")
         _check_columns(domain, self.by, None, f"sum query by {self.by}")
@@ -256,6 +267,7 @@ class DependencyScores:
 
     pairs: tuple[tuple[str, str], ...]
     integer = False
+    raw_columns = ()  # no raw numeric value is read: codes only
 
     def validate(self, domain: Domain) -> None:
         if not self.pairs:
@@ -301,6 +313,11 @@ class CellHistogram:
     by: tuple[str, ...]
     edges: tuple[tuple[float, ...], ...]
     integer = True
+
+    @property
+    def raw_columns(self) -> tuple[str, ...]:
+        """The numeric columns whose raw values the query reads."""
+        return (self.column,)
 
     def validate(self, domain: Domain) -> None:
         _check_columns(domain, (self.column,), True, f"cell histogram of {self.column}")
@@ -351,6 +368,11 @@ class Intervals:
     by: tuple[str, ...] = ()
     integer = True
 
+    @property
+    def raw_columns(self) -> tuple[str, ...]:
+        """The numeric columns whose raw values the query reads."""
+        return self.columns
+
     def validate(self, domain: Domain) -> None:
         _check_columns(domain, self.columns, True, f"interval counts on {self.columns}")
         _check_columns(domain, self.by, None, f"interval counts by {self.by}")
@@ -397,6 +419,11 @@ class Moments:
     by: tuple[str, ...] = ()
     bounds: tuple[tuple[float, float], ...] = ()  # public clipping bounds per column; () for their ranges
     integer = False
+
+    @property
+    def raw_columns(self) -> tuple[str, ...]:
+        """The numeric columns whose raw values the query reads."""
+        return self.columns
 
     def validate(self, domain: Domain) -> None:
         _check_columns(domain, self.columns, True, f"moments of {self.columns}")
@@ -451,6 +478,7 @@ class LogisticGradients:
     label: str
     weights: tuple[tuple[float, ...], ...]
     integer = False
+    raw_columns = ()  # no raw numeric value is read: codes only
 
     def validate(self, domain: Domain) -> None:
         _check_columns(domain, self.columns + (self.label,), None, f"logistic gradients of {self.label}")
