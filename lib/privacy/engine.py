@@ -133,20 +133,23 @@ def _piece_bounding_frame(part: Part, offset: int, state: dict, key_idx: list[in
     return _bounding_frame(part.ids, offset, priority, part.codes[:, key_idx] if key_idx else None)
 
 
-def _as_records(part: Part, kept: np.ndarray | None, domain: Domain) -> Records:
-    """The Part's kept rows (positions within it; None: all) as Records in the compact column-major layout
-    (the Part's own arrays when it keeps all: no copy)."""
+def _as_records(part: Part, dropped: np.ndarray | None, domain: Domain) -> Records:
+    """The Part's rows but ``dropped`` (positions within it; None: none) as Records in the compact
+    column-major layout (the Part's own arrays when it keeps all: no copy)."""
     codes, numeric = part.codes, part.numeric
-    if kept is not None:
-        codes, numeric = codes[kept], {c: v[kept] for c, v in numeric.items()}
+    if dropped is not None:
+        keep = np.ones(len(codes), dtype=bool)
+        keep[dropped] = False
+        codes, numeric = codes[keep], {c: v[keep] for c, v in numeric.items()}
     return Records(compact_codes(codes, domain.sizes), dict(numeric), domain)
 
 
-def _part_keep(frame, theta: int, key_columns: list[str]):
-    """The kept rows' positions among one shuffled partition's rows (all of each id's rows are in it)."""
+def _part_dropped(frame, theta: int, key_columns: list[str]):
+    """The rows bounding drops among one shuffled partition's rows (all of each id's rows are in it)."""
     keys = frame[key_columns].to_numpy() if key_columns else None
-    kept = keep_rows(frame["id"].to_numpy(), theta, frame["priority"].to_numpy(), keys)
-    return frame["row"].iloc[kept]
+    drop = np.ones(len(frame), dtype=bool)
+    drop[keep_rows(frame["id"].to_numpy(), theta, frame["priority"].to_numpy(), keys)] = False
+    return frame["row"][drop]
 
 
 class DaskEngine:
@@ -174,14 +177,16 @@ class DaskEngine:
         """``keep_rows`` after a shuffle on the id: every id's rows meet in one partition."""
         import dask.dataframe as dd
         frame = _bounding_frame(ids, 0, priority, keys)
-        return self._kept(dd.from_pandas(frame, npartitions=self.partitions, sort=False), theta)
+        dropped = self._dropped(dd.from_pandas(frame, npartitions=self.partitions, sort=False), theta)
+        return np.setdiff1d(np.arange(len(ids)), dropped, assume_unique=True)
 
-    def _kept(self, table, theta: int) -> np.ndarray:
-        """Sorted kept rows of a dask frame of (id, row, priority, key...), shuffled on the id."""
+    def _dropped(self, table, theta: int) -> np.ndarray:
+        """Sorted rows that bounding drops, of a dask frame of (id, row, priority, key...) shuffled on the id.
+        Only these come back (few where few individuals pass theta), not the rows kept."""
         key_columns = [c for c in table.columns if c.startswith("key")]
-        kept = table.shuffle("id", method="tasks").map_partitions(_part_keep, theta, key_columns,
-                                                                  meta=("row", "int64"))
-        return np.sort(self.client.compute(kept).result().to_numpy())
+        dropped = table.shuffle("id", method="tasks").map_partitions(_part_dropped, theta, key_columns,
+                                                                     meta=("row", "int64"))
+        return np.sort(self.client.compute(dropped).result().to_numpy())
 
     def load(self, parts: Sequence, encode: Callable, has_ids: bool, values: tuple[str, ...]) -> tuple[Loaded, list]:
         """Reads and encodes the private file on the workers: ``encode(part)`` of each dask-delayed text
@@ -199,7 +204,8 @@ class DaskEngine:
                     key_idx: list[int]) -> list:
         """Bounded Records per partition, on the workers (the handle ``answers`` takes): with ids, each
         row's priority the one ``bound_rng.random(n)`` would give it in file order (so the same rows as
-        the local engine), the rows shuffled on the id and cut by ``keep_rows``."""
+        the local engine), the rows shuffled on the id and cut by ``keep_rows``; only the dropped rows' numbers
+        pass through this process."""
         import dask
         import dask.dataframe as dd
         if bound_rng is None:
@@ -210,12 +216,10 @@ class DaskEngine:
                   for piece, offset in zip(loaded.pieces, offsets[:-1])]
         meta = _bounding_frame(np.zeros(0, np.uint64), 0, np.zeros(0), np.zeros((0, len(key_idx)), np.int64)
                                if key_idx else None)
-        kept = self._kept(dd.from_delayed(frames, meta=meta), theta)
-        bounds = np.searchsorted(kept, offsets)
-        return [self.client.submit(_as_records, piece, None if b - a == rows else kept[a:b] - offset, domain,
-                                   pure=False)
-                for piece, a, b, offset, rows in zip(loaded.pieces, bounds[:-1], bounds[1:], offsets[:-1],
-                                                     loaded.rows)]
+        dropped = self._dropped(dd.from_delayed(frames, meta=meta), theta)
+        bounds = np.searchsorted(dropped, offsets)
+        return [self.client.submit(_as_records, piece, dropped[a:b] - offset if b > a else None, domain, pure=False)
+                for piece, a, b, offset in zip(loaded.pieces, bounds[:-1], bounds[1:], offsets[:-1])]
 
     def hold(self, records: Records) -> list:
         """Scatters ``records`` to the workers in contiguous row partitions; their futures are the handle."""
