@@ -399,8 +399,9 @@ def _read_private(private, side: PublicSide, id_column: str | None, on_invalid: 
     """Read, validate and encode the private table with the public side's encoder a batch of rows at a time
     (dataloader/private_rows.py): each batch becomes codes of the smallest unsigned type that holds the
     domain, the raw values of the numeric columns ``values`` (those the run's queries read) and 64-bit id
-    hashes before the next is read, so no whole table of text is ever held.  Under the Dask engine a file is read on the workers and stays there.  Values
-    outside the schema are summed over the batches and reported once (``validate``'s messages)."""
+    hashes before the next is read, so no whole table of text is ever held.  Under the Dask engine a file
+    is read on the workers and stays there.  Values outside the schema are summed over the batches and
+    reported once (``validate``'s messages)."""
     start = time.perf_counter()
     schema = side.schema
     label = "private table" if isinstance(private, pd.DataFrame) else f"private file {Path(private)}"

@@ -3,7 +3,8 @@ of a Dask cluster (the engine's ``load``), with the same checks and messages eit
 
 ``BatchEncoder`` turns one batch of text into an engine ``Part`` (column-major codes of the smallest unsigned
 type that holds the domain, the raw values of the numeric columns a run's queries read, 64-bit id hashes)
-plus a summary of what was outside the schema; ``settle`` reports those summaries once for the whole file (reading.settle_invalid).
+plus a summary of what was outside the schema; ``settle`` reports those summaries once for the whole file
+(reading.settle_invalid).
 """
 from __future__ import annotations
 
