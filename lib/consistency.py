@@ -89,12 +89,12 @@ def _projection(values: np.ndarray, attrs: tuple[str, ...], subset: tuple[str, .
     return np.transpose(summed, perm)
 
 
-def _consensus(subset, members, attrs, values, sigmas) -> np.ndarray:
+def _consensus(subset, members, attrs, values, sigmas, projections=None) -> np.ndarray:
     """Inverse-variance weighted mean of the projections onto ``subset`` of the marginals ``members``
-    (the indices of those over a superset of it)."""
+    (the indices of those over a superset of it); ``projections``: those projections, if already made."""
     num, den = 0.0, 0.0
-    for i in members:
-        p = _projection(values[i], attrs[i], subset)
+    for k, i in enumerate(members):
+        p = _projection(values[i], attrs[i], subset) if projections is None else projections[k]
         w = p.size / (sigmas[i] * sigmas[i] * values[i].size)
         num, den = num + w * p, den + w
     return num / den
@@ -112,9 +112,9 @@ def _broadcast(diff: np.ndarray, attrs: tuple[str, ...], subset: tuple[str, ...]
 def _agree_on(subset, members, attrs, values, sigmas) -> None:
     if len(members) < 2:
         return
-    target = _consensus(subset, members, attrs, values, sigmas)
-    for i in members:
-        p = _projection(values[i], attrs[i], subset)
+    projections = [_projection(values[i], attrs[i], subset) for i in members]
+    target = _consensus(subset, members, attrs, values, sigmas, projections)
+    for i, p in zip(members, projections):
         values[i] += _broadcast((target - p) * (p.size / values[i].size), attrs[i], subset, values[i].ndim)
 
 
