@@ -395,21 +395,21 @@ def _public_side(public, schema: Schema, bins: int, group_columns: tuple[str, ..
 
 
 def _read_private(private, side: PublicSide, id_column: str | None, on_invalid: str, show_private_counts: bool,
-                  engine=None, values: tuple[str, ...] = ()) -> Prepared:
+                  engine=None, raw_columns: tuple[str, ...] = ()) -> Prepared:
     """Read, validate and encode the private table with the public side's encoder a batch of rows at a time
     (dataloader/private_rows.py): each batch becomes codes of the smallest unsigned type that holds the
-    domain, the raw values of the numeric columns ``values`` (those the run's queries read) and 64-bit id
+    domain, the raw values of the numeric columns ``raw_columns`` (those the run's queries read) and 64-bit id
     hashes before the next is read, so no whole table of text is ever held.  Under the Dask engine a file
     is read on the workers and stays there.  Values outside the schema are summed over the batches and
     reported once (``validate``'s messages)."""
     start = time.perf_counter()
     schema = side.schema
     label = "private table" if isinstance(private, pd.DataFrame) else f"private file {Path(private)}"
-    encode = BatchEncoder(schema, side.encoder, id_column, on_invalid, label, values)
+    encode = BatchEncoder(schema, side.encoder, id_column, on_invalid, label, raw_columns)
     if isinstance(engine, DaskEngine) and not isinstance(private, pd.DataFrame):
         parts, typed = dask_partitions(private, label)
         loaded, summaries = engine.load(parts, dataclasses.replace(encode, as_text=typed, rows_required=False),
-                                        id_column is not None, values)
+                                        id_column is not None, raw_columns)
         settle(summaries, label, on_invalid, hide_counts=not show_private_counts)
         check_rows(sum(loaded.rows), summaries, label)
         table = EncodedTable(None, None, None, loaded)

@@ -28,7 +28,7 @@ PARTITION_BYTES = 64 << 20  # CSV bytes per Dask partition
 class BatchEncoder:
     """One batch of the private table's text (a DataFrame, or a reading.Columns that makes it a column at a
     time; or a Parquet partition's values) -> (Part, (what was outside the schema, rows dropped)).
-    ``values``: the numeric columns whose raw values the Part keeps (stages.Pipeline.raw_columns; the rest
+    ``raw_columns``: the numeric columns whose raw values the Part keeps (stages.Pipeline.raw_columns; the rest
     are read, checked and encoded, then let go).  Picklable: the Dask engine runs it on its workers."""
 
     schema: Schema
@@ -36,7 +36,7 @@ class BatchEncoder:
     id_column: str | None
     on_invalid: str
     label: str
-    values: tuple[str, ...] = ()
+    raw_columns: tuple[str, ...] = ()
     as_text: bool = False        # the batch holds typed values (Parquet through dask): turn them into text first
     rows_required: bool = True   # a batch without rows is a header-only file (False: one partition of many)
 
@@ -50,7 +50,7 @@ class BatchEncoder:
         typed, drop, report = typed_values(text, self.schema, self.on_invalid)
         typed = typed[~drop]
         ids = individual_ids(typed[self.id_column], self.label) if self.id_column else None
-        numeric = {c: typed[c].to_numpy(dtype=np.float64) for c in self.values}
+        numeric = {c: typed[c].to_numpy(dtype=np.float64) for c in self.raw_columns}
         codes = np.asfortranarray(self.encoder.encode(typed), dtype=code_dtype(self.encoder.domain.sizes))
         return Part(codes, numeric, ids), (report, int(drop.sum()))
 

@@ -51,7 +51,8 @@ def make_consistent(marginals: list[Target], rounds: int | None = None, toleranc
         for subset in subsets:
             _agree_on(subset, members[subset], attrs, values, sigmas)
         values = [_project_to_simplex(v, total) for v in values]
-    consensus = {s: _project_to_simplex(_consensus(s, members[s], attrs, values, sigmas), total) for s in subsets}
+    consensus = {s: _project_to_simplex(_consensus(_projections(s, members[s], attrs, values), members[s], values,
+                                                   sigmas), total) for s in subsets}
     return [fit_to_margins(v, a, {s: t for s, t in consensus.items() if set(s) <= set(a)}, tolerance * total,
                            fit_iterations) for v, a in zip(values, attrs)]
 
@@ -89,12 +90,15 @@ def _projection(values: np.ndarray, attrs: tuple[str, ...], subset: tuple[str, .
     return np.transpose(summed, perm)
 
 
-def _consensus(subset, members, attrs, values, sigmas, projections=None) -> np.ndarray:
-    """Inverse-variance weighted mean of the projections onto ``subset`` of the marginals ``members``
-    (the indices of those over a superset of it); ``projections``: those projections, if already made."""
+def _projections(subset, members, attrs, values) -> list[np.ndarray]:
+    """The projections onto ``subset`` of the marginals ``members`` (the indices of those over a superset of it)."""
+    return [_projection(values[i], attrs[i], subset) for i in members]
+
+
+def _consensus(projections, members, values, sigmas) -> np.ndarray:
+    """Inverse-variance weighted mean of the ``projections`` (``_projections``) of the marginals ``members``."""
     num, den = 0.0, 0.0
-    for k, i in enumerate(members):
-        p = _projection(values[i], attrs[i], subset) if projections is None else projections[k]
+    for p, i in zip(projections, members):
         w = p.size / (sigmas[i] * sigmas[i] * values[i].size)
         num, den = num + w * p, den + w
     return num / den
@@ -112,8 +116,8 @@ def _broadcast(diff: np.ndarray, attrs: tuple[str, ...], subset: tuple[str, ...]
 def _agree_on(subset, members, attrs, values, sigmas) -> None:
     if len(members) < 2:
         return
-    projections = [_projection(values[i], attrs[i], subset) for i in members]
-    target = _consensus(subset, members, attrs, values, sigmas, projections)
+    projections = _projections(subset, members, attrs, values)
+    target = _consensus(projections, members, values, sigmas)
     for i, p in zip(members, projections):
         values[i] += _broadcast((target - p) * (p.size / values[i].size), attrs[i], subset, values[i].ndim)
 

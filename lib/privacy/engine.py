@@ -105,7 +105,7 @@ class Loaded:
     rows: tuple[int, ...]
     has_ids: bool
     engine: Any
-    values: tuple[str, ...] = ()
+    raw_columns: tuple[str, ...] = ()
 
 
 def _rows(part: Part) -> int:
@@ -188,9 +188,10 @@ class DaskEngine:
                                                                      meta=("row", "int64"))
         return np.sort(self.client.compute(dropped).result().to_numpy())
 
-    def load(self, parts: Sequence, encode: Callable, has_ids: bool, values: tuple[str, ...]) -> tuple[Loaded, list]:
+    def load(self, parts: Sequence, encode: Callable, has_ids: bool,
+             raw_columns: tuple[str, ...]) -> tuple[Loaded, list]:
         """Reads and encodes the private file on the workers: ``encode(part)`` of each dask-delayed text
-        partition gives (Part, summary; the Part holding the raw ``values``); the Parts stay on the workers
+        partition gives (Part, summary; the Part holding the values of ``raw_columns``); the Parts stay on the workers
         and only the summaries (what was outside the schema, how many rows) come back, in partition order."""
         import dask
         results = self.client.compute([dask.delayed(encode)(part) for part in parts])
@@ -198,7 +199,7 @@ class DaskEngine:
         summaries = self.client.gather([self.client.submit(itemgetter(1), r, pure=False) for r in results])
         rows = self.client.gather([self.client.submit(_rows, piece, pure=False) for piece in pieces])
         self.client.rebalance(pieces)  # reading may have run mostly on one worker: spread the rows' memory
-        return Loaded(pieces, tuple(rows), has_ids, self, tuple(values)), summaries
+        return Loaded(pieces, tuple(rows), has_ids, self, tuple(raw_columns)), summaries
 
     def hold_loaded(self, loaded: Loaded, domain: Domain, theta: int, bound_rng: np.random.Generator | None,
                     key_idx: list[int]) -> list:

@@ -95,7 +95,7 @@ workers, bounded there when they carry ids.  ``rng`` draws the noise (and the se
             raise ValueError(f"distinct columns not in the domain: {', '.join(unknown)}")
         bound_rng = bound_rng if bound_rng is not None else rng
         if loaded is not None:  # rows the engine already read onto its workers
-            engine, numeric = loaded.engine, dict.fromkeys(loaded.values)
+            engine, raw_columns = loaded.engine, loaded.raw_columns
             held = engine.hold_loaded(loaded, domain, theta, bound_rng if loaded.has_ids else None,
                                       domain.indices(distinct) if distinct and loaded.has_ids else [])
         else:
@@ -109,8 +109,9 @@ workers, bounded there when they carry ids.  ``rng`` draws the noise (and the se
                     codes = codes[keep]
                     numeric = {name: values[keep] for name, values in numeric.items()}
             held = engine.hold(Records(compact_codes(codes, domain.sizes), dict(numeric), domain))
+            raw_columns = tuple(numeric)
         self.domain, self.theta, self.distinct = domain, int(theta), tuple(distinct)
-        self.raw_columns = tuple(c for c in domain.names if c in numeric)  # public: whose raw values are held
+        self.raw_columns = tuple(c for c in domain.names if c in raw_columns)  # public: whose raw values are held
         self._ledger, self._rng, self._released = ledger, rng, []
         self.__engine, self.__held, self.__answers, self.__sensitivities = engine, held, {}, {}
 
