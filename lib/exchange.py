@@ -15,12 +15,27 @@ def exchange_within(records: np.ndarray, column: int, by: list[int], rng: np.ran
     marginal without ``column``; what changes is ``column``'s association with the columns outside
     ``by``, which becomes that of a random draw given ``by``."""
     n = len(records)
-    keys = tuple(records[:, j] for j in reversed(by))
-    blocks = np.lexsort(keys) if keys else np.arange(n)  # records in block order (stable)
-    shuffled = np.lexsort((rng.random(n),) + keys)       # the same blocks, records in random order within
+    block = _block_index(records, by)
+    blocks = np.argsort(block, kind="stable")          # records in block order (stable)
+    shuffled = np.lexsort((rng.random(n), block))      # the same blocks, records in random order within
     before = records[:, column].copy()
     records[blocks, column] = before[shuffled]
     return int(np.count_nonzero(records[:, column] != before))
+
+
+def _block_index(records: np.ndarray, by: list[int]) -> np.ndarray:
+    """Each record's block: its values of ``by`` as one integer, ordered as they are (the first column most
+    significant), each column's radix one more than its largest value; all 0 when ``by`` is empty.  Where the
+    radices' product would pass 2**62, the blocks so far are first replaced by their ranks (the same order)."""
+    block, radix = np.zeros(len(records), dtype=np.int64), 1
+    for j in by:
+        column = records[:, j].astype(np.int64)
+        size = int(column.max(initial=0)) + 1
+        if radix * size > 2 ** 62:
+            block = np.unique(block, return_inverse=True)[1].reshape(-1).astype(np.int64)
+            radix = int(block.max(initial=0)) + 1
+        block, radix = block * size + column, radix * size
+    return block
 
 
 def exchange_unmeasured(records: np.ndarray, columns: list[int], together: list[tuple[int, ...]],

@@ -237,26 +237,27 @@ class Model:
 
     def answers(self, candidates: list[tuple[int, ...]]) -> list[np.ndarray]:
         """``answer`` for every candidate, the ones counted from the records counted together in one pass
-        over a compact column-major copy of them (lib/marginals.count_marginals)."""
+        over a compact column-major copy of them (lib/marginals.count_marginals); a coarse reading whose exact
+        one is a candidate too is that one with the offsets summed out."""
         exact_keys = [key for key in candidates if not self.layout.coarse(key)]
-        counted = [key for key in exact_keys if not self.estimates(key) and not self.by_groups(key)]
+        full = {key: self.layout.key(self.layout.columns(key)) for key in candidates}
+        exact_set = set(exact_keys)
+        counted = [key for key in candidates if not self.estimates(key) and not self.by_groups(key)
+                   and (not self.layout.coarse(key) or full[key] not in exact_set)]
         shapes = [tuple(self.layout.model_sizes[c] for c in key) for key in counted]
         scale = self.total / max(len(self.records), 1)
         counts = count_marginals(compact_codes(self.records, self.layout.model_sizes),
                                  [(key, (1,) * len(key), shape) for key, shape in zip(counted, shapes)])
-        exact = dict(zip(counted, (c * scale for c in counts)))
-        exact.update((key, self.answer(key)) for key in exact_keys if key not in exact)  # not from the records
+        known = dict(zip(counted, (c * scale for c in counts)))
+        known.update((key, self.answer(key)) for key in exact_keys if key not in known)  # not from the records
         out = []
         for key in candidates:
-            full = self.layout.key(self.layout.columns(key))
-            if key in exact:
-                out.append(exact[key])
+            if key in known:
+                out.append(known[key])
             elif self.estimates(key):
                 out.append(self.consistent[key])
-            elif full in exact:  # a coarse reading: the exact one, offsets summed out
-                out.append(exact[full].sum(axis=tuple(i for i, c in enumerate(full) if c not in key)))
-            else:
-                out.append(self.answer(key))
+            else:  # a coarse reading of an exact candidate: offsets summed out
+                out.append(known[full[key]].sum(axis=tuple(i for i, c in enumerate(full[key]) if c not in key)))
         return out
 
     def max_entropy(self, columns: list[int], with_groups: bool = False) -> tuple | None:

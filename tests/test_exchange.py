@@ -39,6 +39,16 @@ def test_exchange_keeps_every_marginal_over_the_column_and_its_blocks_and_those_
     assert np.mean(records[:, 3] == records[:, 0]) < 0.4 < np.mean(before[:, 3] == before[:, 0])
 
 
+def test_exchange_among_many_wide_columns_keeps_each_block_whole():
+    """The blocks' one-integer key (radices 1000 ** 8 pass int64) is ranked on the way, not overflowed."""
+    rng = np.random.default_rng(4)
+    records = np.column_stack([rng.integers(0, 2, (4000, 8)) * 999, rng.integers(0, 5, 4000)]).astype(np.int32)
+    before = records.copy()
+    assert exchange_within(records, 8, list(range(8)), np.random.default_rng(5)) > 0
+    rows = lambda r: sorted(map(tuple, r.tolist()))  # noqa: E731
+    assert rows(records) == rows(before)  # every value stayed in its block: the same multiset of records
+
+
 def test_exchange_without_blocks_permutes_the_whole_column_under_a_seed():
     records, again = clumped(), clumped()
     exchange_within(records, 3, [], np.random.default_rng(2))
