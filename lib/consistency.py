@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 
 import numba
 import numpy as np
@@ -44,17 +45,28 @@ def make_consistent(marginals: list[Target], rounds: int | None = None, toleranc
     values = [np.array(t.noisy, dtype=np.float64) for t in marginals]
     sigmas = [max(float(t.sigma), 1e-12) for t in marginals]
     subsets = _shared_subsets(attrs)
-    members = {s: [i for i, a in enumerate(attrs) if set(s) <= set(a)] for s in subsets}
     total = common_total(values, sigmas)
-    for _ in range(rounds):
-        values = [v + (total - v.sum()) / v.size for v in values]
-        for subset in subsets:
-            _agree_on(subset, members[subset], attrs, values, sigmas)
-        values = [_project_to_simplex(v, total) for v in values]
-    consensus = {s: _project_to_simplex(_consensus(_projections(s, members[s], attrs, values), members[s], values,
-                                                   sigmas), total) for s in subsets}
-    return [fit_to_margins(v, a, {s: t for s, t in consensus.items() if set(s) <= set(a)}, tolerance * total,
-                           fit_iterations) for v, a in zip(values, attrs)]
+    # every (shared subset, marginal over a superset of it) pair: the marginal's cells' cells in the subset's
+    # projection, and its weight in their inverse-variance weighted mean
+    pairs = [(s, i) for s in subsets for i, a in enumerate(attrs) if set(s) <= set(a)]
+    shapes = {s: next(tuple(values[i].shape[attrs[i].index(x)] for x in s) for t, i in pairs if t == s)
+              for s in subsets}
+    cells = [math.prod(shapes[s]) for s in subsets]
+    flat = np.concatenate([v.ravel() for v in values]) if values else np.zeros(0)
+    ends = np.cumsum([0] + [v.size for v in values]).astype(np.int64)
+    maps = [_cell_map(attrs[i], values[i].shape, s) for s, i in pairs]
+    order = {s: k for k, s in enumerate(subsets)}
+    pair_subset = np.array([order[s] for s, _ in pairs], dtype=np.int64)
+    pair_member = np.array([i for _, i in pairs], dtype=np.int64)
+    weights = np.array([cells[order[s]] / (sigmas[i] * sigmas[i] * values[i].size) for s, i in pairs])
+    consensus = _agree(flat, ends, pair_subset, pair_member, np.concatenate(maps) if maps else np.zeros(0, np.int64),
+                       np.cumsum([0] + [m.size for m in maps]).astype(np.int64), np.array(cells, dtype=np.int64),
+                       weights, float(total), int(rounds))
+    starts = np.cumsum([0] + cells)
+    targets = {s: consensus[starts[k]:starts[k + 1]].reshape(shapes[s]) for k, s in enumerate(subsets)}
+    return [fit_to_margins(flat[ends[i]:ends[i + 1]].reshape(values[i].shape).copy(), a,
+                           {s: t for s, t in targets.items() if set(s) <= set(a)}, tolerance * total, fit_iterations)
+            for i, a in enumerate(attrs)]
 
 
 def _shared_subsets(attrs: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
@@ -74,52 +86,101 @@ def common_total(values, sigmas) -> float:
 
 
 @functools.lru_cache(maxsize=65536)
-def _layout(attrs: tuple, subset: tuple, ndim: int):
-    """Axes to sum out to project onto ``subset``, the transpose putting the result in subset
-    order, and the shape that broadcasts a subset-ordered array back over ``attrs``."""
-    keep = [attrs.index(x) for x in subset]
-    other = tuple(i for i in range(ndim) if i not in keep)
-    perm = tuple(np.argsort(np.argsort(keep)))  # subset position -> rank among kept axes
-    order = tuple(int(i) for i in np.argsort(keep))
-    return other, tuple(int(p) for p in perm), order, keep
+def _cell_map(attrs: tuple, shape: tuple, subset: tuple) -> np.ndarray:
+    """Each cell of a marginal over ``attrs`` (shape ``shape``, flat in C order): its cell in the projection
+    onto ``subset`` (flat in C order of the subset's axes in the subset's order).  Read-only: it is shared."""
+    index = np.zeros(shape, dtype=np.int64)
+    stride = 1
+    for name in reversed(subset):
+        axis = attrs.index(name)
+        index += np.arange(shape[axis]).reshape([-1 if a == axis else 1 for a in range(len(shape))]) * stride
+        stride *= shape[axis]
+    out = index.ravel()
+    out.setflags(write=False)
+    return out
 
 
 def _projection(values: np.ndarray, attrs: tuple[str, ...], subset: tuple[str, ...]) -> np.ndarray:
-    other, perm, _, _ = _layout(attrs, subset, values.ndim)
-    summed = values.sum(axis=other) if other else values
-    return np.transpose(summed, perm)
+    """The sums of ``values`` (axes named by ``attrs``) over the axes outside ``subset``, in the subset's order."""
+    shape = tuple(values.shape[attrs.index(x)] for x in subset)
+    return np.bincount(_cell_map(attrs, values.shape, subset), values.ravel(), minlength=math.prod(shape)).reshape(shape)
 
 
-def _projections(subset, members, attrs, values) -> list[np.ndarray]:
-    """The projections onto ``subset`` of the marginals ``members`` (the indices of those over a superset of it)."""
-    return [_projection(values[i], attrs[i], subset) for i in members]
+@numba.njit(cache=True)
+def _agree(values, ends, pair_subset, pair_member, maps, map_ends, cells, weights, total, rounds):
+    """``make_consistent``'s rounds on the marginals end to end in ``values`` (marginal i at ends[i]..ends[i + 1]),
+    in place, then the weighted consensus of every subset made non-negative with sum ``total`` (returned, the
+    subsets end to end).  Pair q (subset pair_subset[q], marginal pair_member[q]; the pairs grouped by subset)
+    maps the marginal's cells to the subset's (maps[map_ends[q]:map_ends[q + 1]]) with weight weights[q]."""
+    n_subsets = len(cells)
+    first = np.zeros(n_subsets + 1, np.int64)  # pairs of subset k: first[k] .. first[k + 1]
+    for q in range(len(pair_subset)):
+        first[pair_subset[q] + 1] += 1
+    first = np.cumsum(first)
+    for _ in range(rounds):
+        for i in range(len(ends) - 1):  # (1) one common total
+            v = values[ends[i]:ends[i + 1]]
+            v += (total - v.sum()) / v.size
+        for k in range(n_subsets):  # (2) every shared subset: the weighted mean of the projections
+            if first[k + 1] - first[k] < 2:
+                continue
+            projections = _subset_projections(values, ends, pair_member, maps, map_ends, first[k], first[k + 1],
+                                              cells[k])
+            target = _weighted_mean(projections, weights[first[k]:first[k + 1]])
+            for q in range(first[k], first[k + 1]):
+                v = values[ends[pair_member[q]]:ends[pair_member[q] + 1]]
+                diff = (target - projections[q - first[k]]) * (cells[k] / v.size)
+                cell_map = maps[map_ends[q]:map_ends[q + 1]]
+                for c in range(v.size):
+                    v[c] += diff[cell_map[c]]
+        for i in range(len(ends) - 1):  # (3) non-negative, the total kept
+            _to_simplex(values[ends[i]:ends[i + 1]], total)
+    out = np.empty(cells.sum())
+    at = 0
+    for k in range(n_subsets):
+        projections = _subset_projections(values, ends, pair_member, maps, map_ends, first[k], first[k + 1], cells[k])
+        consensus = _weighted_mean(projections, weights[first[k]:first[k + 1]])
+        _to_simplex(consensus, total)
+        out[at:at + cells[k]] = consensus
+        at += cells[k]
+    return out
 
 
-def _consensus(projections, members, values, sigmas) -> np.ndarray:
-    """Inverse-variance weighted mean of the ``projections`` (``_projections``) of the marginals ``members``."""
-    num, den = 0.0, 0.0
-    for p, i in zip(projections, members):
-        w = p.size / (sigmas[i] * sigmas[i] * values[i].size)
-        num, den = num + w * p, den + w
-    return num / den
+@numba.njit(cache=True)
+def _subset_projections(values, ends, pair_member, maps, map_ends, q0, q1, size):
+    """The projections (rows) of the marginals of pairs q0 .. q1 - 1 onto their subset of ``size`` cells."""
+    out = np.zeros((q1 - q0, size))
+    for q in range(q0, q1):
+        v = values[ends[pair_member[q]]:ends[pair_member[q] + 1]]
+        cell_map = maps[map_ends[q]:map_ends[q + 1]]
+        for c in range(v.size):
+            out[q - q0, cell_map[c]] += v[c]
+    return out
 
 
-def _broadcast(diff: np.ndarray, attrs: tuple[str, ...], subset: tuple[str, ...], ndim: int) -> np.ndarray:
-    """``diff`` (axes in subset order) reshaped to broadcast over a marginal over ``attrs``."""
-    _, _, order, keep = _layout(attrs, subset, ndim)
-    shape = [1] * ndim
-    for axis in keep:
-        shape[axis] = diff.shape[subset.index(attrs[axis])]
-    return np.transpose(diff, order).reshape(shape)
+@numba.njit(cache=True)
+def _weighted_mean(rows, weights):
+    num = np.zeros(rows.shape[1])
+    for r in range(rows.shape[0]):
+        num += weights[r] * rows[r]
+    return num / weights.sum()
 
 
-def _agree_on(subset, members, attrs, values, sigmas) -> None:
-    if len(members) < 2:
+@numba.njit(cache=True)
+def _to_simplex(v, total):
+    """``v`` (flat) made its Euclidean projection onto the non-negative vectors summing to ``total``, in place:
+    the negative cells set to zero and the positive ones shifted down by one common amount."""
+    if v.min() >= 0 and abs(v.sum() - total) <= 1e-12 * max(total, 1.0):
         return
-    projections = _projections(subset, members, attrs, values)
-    target = _consensus(projections, members, values, sigmas)
-    for i, p in zip(members, projections):
-        values[i] += _broadcast((target - p) * (p.size / values[i].size), attrs[i], subset, values[i].ndim)
+    u = np.sort(v)[::-1]
+    cumulative = np.cumsum(u) - total
+    last = 0
+    for j in range(u.size):
+        if u[j] - cumulative[j] / (j + 1) > 0:
+            last = j
+    shift = cumulative[last] / (last + 1)
+    for c in range(v.size):
+        v[c] = max(v[c] - shift, 0.0)
 
 
 def fit_to_margins(v: np.ndarray, attrs: tuple, targets: dict, tolerance: float,
@@ -136,15 +197,7 @@ def fit_to_margins(v: np.ndarray, attrs: tuple, targets: dict, tolerance: float,
     if not targets:  # nothing to fit: as below, input counts as fitting only where a tolerance is asked
         return v if tolerance > 0 else v + T.consistency_pseudo_share * v.sum() / v.size
     # each cell's cell in every target (flat, the target's own axis order), and the targets end to end
-    cells = np.empty((len(targets), v.size), dtype=np.int64)
-    for row, subset in zip(cells, targets):
-        index = np.zeros(v.shape, dtype=np.int64)
-        stride = 1
-        for name in reversed(subset):
-            axis = attrs.index(name)
-            index += np.arange(v.shape[axis]).reshape([-1 if a == axis else 1 for a in range(v.ndim)]) * stride
-            stride *= v.shape[axis]
-        row[:] = index.ravel()
+    cells = np.stack([_cell_map(tuple(attrs), v.shape, tuple(subset)) for subset in targets])
     flat = [np.asarray(t, dtype=np.float64).ravel() for t in targets.values()]
     ends, flat = np.cumsum([0] + [t.size for t in flat]), np.concatenate(flat)
     fitted = np.array(v, dtype=np.float64).ravel()  # a copy: ``v`` is left as it is
@@ -193,15 +246,3 @@ def _ipf(v, cells, targets, ends, tolerance, max_iterations):
                 v[c] *= ratio[cells[t, c]]
         if tolerance > 0 and worst <= tolerance:
             break
-
-
-def _project_to_simplex(v: np.ndarray, total: float) -> np.ndarray:
-    flat = v.ravel()
-    if (flat >= 0).all() and abs(flat.sum() - total) <= 1e-12 * max(total, 1.0):
-        return v
-    u = np.sort(flat)[::-1]
-    cumulative = np.cumsum(u) - total
-    index = np.arange(1, len(u) + 1)
-    rho = np.flatnonzero(u - cumulative / index > 0)[-1]
-    shift = cumulative[rho] / (rho + 1)
-    return np.maximum(v - shift, 0.0)
