@@ -14,18 +14,23 @@ hours-per-week 8.3, whose codes are jagged or spiked, left alone).
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from dpsyn.lib.tuning import T
 
 
 
+@functools.lru_cache(maxsize=256)
 def kernel(size: int, bandwidth: float) -> np.ndarray:
     """A size × size Gaussian smoother of sd ``bandwidth`` codes, each row normalised to sum 1 (so
-    the first and last codes average only codes that exist)."""
+    the first and last codes average only codes that exist).  Read-only: it is shared."""
     x = np.arange(size)
     k = np.exp(-0.5 * ((x[:, None] - x[None, :]) / bandwidth) ** 2)
-    return k / k.sum(axis=1, keepdims=True)
+    k /= k.sum(axis=1, keepdims=True)
+    k.setflags(write=False)
+    return k
 
 
 def smooth(values: np.ndarray, sigma: float, ordered: int) -> tuple[np.ndarray, float, float]:

@@ -115,6 +115,7 @@ class Model:
     layout: SplitColumns | None = None               # default: no column split
     ordered: dict = field(default_factory=dict)      # domain column -> its first codes in increasing order
     smoothing: dict = field(default_factory=dict)    # domain column -> (bandwidth, risk share) of its 1-way
+    smoothed_memo: dict = field(default_factory=dict)  # model key -> (its noisy values, smoothed)
     fitted: tuple | None = None                      # the maximum-entropy fit with the group columns (joint)
     boxes: Boxes = NO_BOXES                          # the edit rules' forbidden boxes over the model's columns
 
@@ -156,17 +157,28 @@ class Model:
         cols = self.layout.columns(key)
         if self.from_public or len(cols) != 1 or self.layout.coarse(key) or not self.ordered.get(cols[0]):
             return values, sigma
-        out, bandwidth, share = smooth(self.layout.to_query(key, values), sigma, self.ordered[cols[0]])
-        self.smoothing[cols[0]] = (bandwidth, share)
-        return self.layout.from_query(key, out), sigma
+        memo = self.smoothed_memo.get(key)
+        if memo is None or memo[0] is not values:  # smoothed again only when measured again
+            out, bandwidth, share = smooth(self.layout.to_query(key, values), sigma, self.ordered[cols[0]])
+            self.smoothing[cols[0]] = (bandwidth, share)
+            memo = self.smoothed_memo[key] = (values, self.layout.from_query(key, out))
+        return memo[1], sigma
 
-    def refit(self, rng: np.random.Generator, final: bool = False) -> None:
+    def refit(self, rng: np.random.Generator, final: bool = False, new: tuple[tuple[int, ...], ...] = ()) -> None:
         """``fit_marginals``, then GUM on the records toward the global consistent marginals: a round's
-        warm-started passes, or when ``final`` the full fit's (FROM_PUBLIC or REWRITE)."""
+        warm-started passes, or when ``final`` the full fit's (FROM_PUBLIC or REWRITE).  A round's passes that
+        only rewrite (no duplicates) visit only the targets that share a column with ``new`` (the keys the round
+        measured), when given: a rewrite moves only its target's columns, so the other targets still fit as the
+        last round left them, but for the small shift consistency gives them, which the polish passes (every
+        target) take up."""
         self.fit_marginals(final)
+        targets = [Target(c, v) for c, v in self.global_targets()]
+        touched = {j for key in new for j in self.layout.columns(key)}
+        near = [t for t in targets if touched & set(self.layout.columns(t.query))]
         for options in (FROM_PUBLIC if self.from_public else REWRITE)[int(final)]:
-            self.records = gum(self.records, self.layout.model_sizes, [Target(c, v) for c, v in self.global_targets()],
-                               rng, options, self.boxes)
+            rewrite_only = options.duplicate_share == 0 and not final and bool(touched)
+            self.records = gum(self.records, self.layout.model_sizes, near if rewrite_only else targets, rng,
+                               options, self.boxes)
 
     def global_targets(self) -> list[tuple[tuple[int, ...], np.ndarray]]:
         """The consistent marginals without group columns."""
@@ -452,7 +464,7 @@ def _spend_rounds(private: PrivateTable, ctx: RunContext, model: Model, other_id
             query = model.query(key)
             m = private.measure(query, private.remaining, f"adaptive: {query.describe()} again (nothing to choose)")
             model.add(key, model.layout.from_query(key, m.noisy), m.sigma)
-            model.refit(ctx.rng)
+            model.refit(ctx.rng, new=(key,))
             chosen.append(query.columns_text())
             break
         queries = [model.query(key) for key in candidates]
@@ -477,7 +489,7 @@ def _spend_rounds(private: PrivateTable, ctx: RunContext, model: Model, other_id
             log.debug("adaptive round %d: chose %s (noisy L1 error %.4g vs expected noise %.4g over %d cells), "
                       "rho %.3g (noise sd %.3g)", round_no, chosen[-1], error, expected[-1], cells[pick],
                       rho_round, measured.sigma)
-        model.refit(ctx.rng)
+        model.refit(ctx.rng, new=tuple(candidates[p] for p in picked))
         bar.update(round(100 * (1 - private.remaining / start)) - bar.n)
         moved = [float(np.abs(model.layout.to_query(candidates[p], model.answer(candidates[p])) - references[p]).sum())
                  for p in picked]
