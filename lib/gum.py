@@ -74,14 +74,16 @@ def _gum_kernel(records, sizes, attrs, attr_ptr, targets, cell_ptr, alphas, dup_
     n = records.shape[0]
     n_marg = len(attr_ptr) - 1
     cell = np.empty(n, np.int64)
+    members = np.empty(n, np.int64)
     old = np.empty(records.shape[1], records.dtype)
     checked = len(box_ptr) > 1
     for alpha in alphas:
         for m in np.random.permutation(n_marg):
             a0, a1, c0 = attr_ptr[m], attr_ptr[m + 1], cell_ptr[m]
             ncell = cell_ptr[m + 1] - c0
-            counts = np.zeros(ncell, np.int64)
-            _cells(records, sizes, attrs[a0:a1], cell, counts)
+            lanes = np.zeros((LANES, ncell), np.int64)
+            _cells(records, sizes, attrs[a0:a1], cell, lanes)
+            counts = lanes.sum(axis=0)
             quota = np.zeros(ncell, np.int64)
             deficit = np.zeros(ncell)
             moves = 0
@@ -113,15 +115,11 @@ def _gum_kernel(records, sizes, attrs, attr_ptr, targets, cell_ptr, alphas, dup_
                 dest[i] = c
                 pos += step
             dest = dest[np.random.permutation(moves)]
-            # records of each cell (counting sort): the movers and the duplication sources
+            # records of each cell in increasing order (counting sort): the movers and the duplication sources
             start = np.zeros(ncell + 1, np.int64)
             for c in range(ncell):
                 start[c + 1] = start[c] + counts[c]
-            fill = start[:-1].copy()
-            members = np.empty(n, np.int64)
-            for r in range(n):
-                members[fill[cell[r]]] = r
-                fill[cell[r]] += 1
+            _sort_by_cell(cell, lanes, start, members)
             # quota[c] movers drawn from each over-full cell without repeats (partial Fisher-Yates
             # within the cell's members), then taken in random order
             movers = np.empty(moves, np.int64)
@@ -153,29 +151,60 @@ def _gum_kernel(records, sizes, attrs, attr_ptr, targets, cell_ptr, alphas, dup_
     return records
 
 
+# The records are counted and sorted by cell in this many lanes (consecutive runs of records), each lane's
+# counts its own: a record's count then waits on the one before it in its lane only, not on the record just
+# before it, which often shares its cell.
+LANES = 4
+
+
 @numba.njit(cache=True)
-def _cells(records, sizes, cols, cell, counts):
-    """cell[r]: the flat cell of record r in the marginal of columns ``cols`` (row-major), counted in
-    ``counts``.  One, two and three columns, the most frequent, get loops of their own (no inner loop
-    over the columns)."""
+def _cells(records, sizes, cols, cell, lanes):
+    """cell[r]: the flat cell of record r in the marginal of columns ``cols`` (row-major); lanes[k, c]: the
+    records of lane k in cell c, lane k the records from k·(n // LANES) to the next lane's first (the last to n).  One, two and three columns, the most frequent, get loops
+    of their own (no inner loop over the columns)."""
+    n = records.shape[0]
     if len(cols) == 1:
-        for r in range(records.shape[0]):
+        for r in range(n):
             cell[r] = records[r, cols[0]]
-            counts[cell[r]] += 1
     elif len(cols) == 2:
         a, b, sb = cols[0], cols[1], sizes[cols[1]]
-        for r in range(records.shape[0]):
+        for r in range(n):
             cell[r] = np.int64(records[r, a]) * sb + records[r, b]
-            counts[cell[r]] += 1
     elif len(cols) == 3:
         a, b, c, sb, sc = cols[0], cols[1], cols[2], sizes[cols[1]], sizes[cols[2]]
-        for r in range(records.shape[0]):
+        for r in range(n):
             cell[r] = (np.int64(records[r, a]) * sb + records[r, b]) * sc + records[r, c]
-            counts[cell[r]] += 1
     else:
-        for r in range(records.shape[0]):
+        for r in range(n):
             idx = 0
             for k in range(len(cols)):
                 idx = idx * sizes[cols[k]] + records[r, cols[k]]
             cell[r] = idx
-            counts[idx] += 1
+    size = n // LANES
+    for i in range(size):  # the lanes side by side (LANES = 4)
+        lanes[0, cell[i]] += 1
+        lanes[1, cell[size + i]] += 1
+        lanes[2, cell[2 * size + i]] += 1
+        lanes[3, cell[3 * size + i]] += 1
+    for r in range(LANES * size, n):
+        lanes[LANES - 1, cell[r]] += 1
+
+
+@numba.njit(cache=True)
+def _sort_by_cell(cell, lanes, start, members):
+    """members[start[c]:start[c + 1]]: the records of cell c in increasing order (a counting sort whose
+    lanes, ``_cells``', each fill their own share of every cell: lane k's after lanes 0 .. k - 1's)."""
+    n = len(cell)
+    fill = np.empty_like(lanes)
+    fill[0] = start[:-1]
+    for k in range(1, LANES):
+        fill[k] = fill[k - 1] + lanes[k - 1]
+    size = n // LANES
+    for i in range(size):
+        for k in range(LANES):
+            r = k * size + i
+            members[fill[k, cell[r]]] = r
+            fill[k, cell[r]] += 1
+    for r in range(LANES * size, n):
+        members[fill[LANES - 1, cell[r]]] = r
+        fill[LANES - 1, cell[r]] += 1

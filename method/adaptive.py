@@ -123,6 +123,7 @@ class Model:
         if self.layout is None:
             self.layout = SplitColumns(tuple(self.sizes), (1,) * len(self.sizes))
 
+    @per_key
     def query(self, key: tuple[int, ...]) -> Marginal:
         """The private marginal a model key stands for (split columns read coarsely where the key does)."""
         cols = self.layout.columns(key)
@@ -164,21 +165,13 @@ class Model:
             memo = self.smoothed_memo[key] = (values, self.layout.from_query(key, out))
         return memo[1], sigma
 
-    def refit(self, rng: np.random.Generator, final: bool = False, new: tuple[tuple[int, ...], ...] = ()) -> None:
+    def refit(self, rng: np.random.Generator, final: bool = False) -> None:
         """``fit_marginals``, then GUM on the records toward the global consistent marginals: a round's
-        warm-started passes, or when ``final`` the full fit's (FROM_PUBLIC or REWRITE).  A round's passes that
-        only rewrite (no duplicates) visit only the targets that share a column with ``new`` (the keys the round
-        measured), when given: a rewrite moves only its target's columns, so the other targets still fit as the
-        last round left them, but for the small shift consistency gives them, which the polish passes (every
-        target) take up."""
+        warm-started passes, or when ``final`` the full fit's (FROM_PUBLIC or REWRITE)."""
         self.fit_marginals(final)
-        targets = [Target(c, v) for c, v in self.global_targets()]
-        touched = {j for key in new for j in self.layout.columns(key)}
-        near = [t for t in targets if touched & set(self.layout.columns(t.query))]
         for options in (FROM_PUBLIC if self.from_public else REWRITE)[int(final)]:
-            rewrite_only = options.duplicate_share == 0 and not final and bool(touched)
-            self.records = gum(self.records, self.layout.model_sizes, near if rewrite_only else targets, rng,
-                               options, self.boxes)
+            self.records = gum(self.records, self.layout.model_sizes, [Target(c, v) for c, v in self.global_targets()],
+                               rng, options, self.boxes)
 
     def global_targets(self) -> list[tuple[tuple[int, ...], np.ndarray]]:
         """The consistent marginals without group columns."""
@@ -252,11 +245,10 @@ class Model:
         over a compact column-major copy of them (lib/marginals.count_marginals); a coarse reading whose exact
         one is a candidate too is that one with the offsets summed out."""
         exact_keys = [key for key in candidates if not self.layout.coarse(key)]
-        full = {key: self.layout.key(self.layout.columns(key)) for key in candidates}
         exact_set = set(exact_keys)
         counted = [key for key in candidates if not self.estimates(key) and not self.by_groups(key)
-                   and (not self.layout.coarse(key) or full[key] not in exact_set)]
-        shapes = [tuple(self.layout.model_sizes[c] for c in key) for key in counted]
+                   and (not self.layout.coarse(key) or self.layout.exact_key(key) not in exact_set)]
+        shapes = [self.layout.model_shape(key) for key in counted]
         scale = self.total / max(len(self.records), 1)
         counts = count_marginals(compact_codes(self.records, self.layout.model_sizes),
                                  [(key, (1,) * len(key), shape) for key, shape in zip(counted, shapes)])
@@ -269,7 +261,7 @@ class Model:
             elif self.estimates(key):
                 out.append(self.consistent[key])
             else:  # a coarse reading of an exact candidate: offsets summed out
-                out.append(known[full[key]].sum(axis=tuple(i for i, c in enumerate(full[key]) if c not in key)))
+                out.append(known[self.layout.exact_key(key)].sum(axis=self.layout.summed_out(key)))
         return out
 
     def max_entropy(self, columns: list[int], with_groups: bool = False) -> tuple | None:
@@ -464,7 +456,7 @@ def _spend_rounds(private: PrivateTable, ctx: RunContext, model: Model, other_id
             query = model.query(key)
             m = private.measure(query, private.remaining, f"adaptive: {query.describe()} again (nothing to choose)")
             model.add(key, model.layout.from_query(key, m.noisy), m.sigma)
-            model.refit(ctx.rng, new=(key,))
+            model.refit(ctx.rng)
             chosen.append(query.columns_text())
             break
         queries = [model.query(key) for key in candidates]
@@ -489,7 +481,7 @@ def _spend_rounds(private: PrivateTable, ctx: RunContext, model: Model, other_id
             log.debug("adaptive round %d: chose %s (noisy L1 error %.4g vs expected noise %.4g over %d cells), "
                       "rho %.3g (noise sd %.3g)", round_no, chosen[-1], error, expected[-1], cells[pick],
                       rho_round, measured.sigma)
-        model.refit(ctx.rng, new=tuple(candidates[p] for p in picked))
+        model.refit(ctx.rng)
         bar.update(round(100 * (1 - private.remaining / start)) - bar.n)
         moved = [float(np.abs(model.layout.to_query(candidates[p], model.answer(candidates[p])) - references[p]).sum())
                  for p in picked]

@@ -28,8 +28,8 @@ from dpsyn.lib.tuning import T
 
 def per_key(method):
     """``method(self, key)`` worked out once per key of an object whose answers never change (a layout, a
-    model's group columns), kept in the object's ``__dict__``: every adaptive round asks about the same
-    candidate keys."""
+    model's columns and group columns), kept in the object's ``__dict__``: every adaptive round asks about the
+    same candidate keys."""
     @functools.wraps(method)
     def memo(self, key):
         cache = self.__dict__.setdefault(f"_{method.__name__}_memo", {})
@@ -78,6 +78,11 @@ class SplitColumns:
         coarse = tuple(-(-s // w) for s, w in zip(self.sizes, self.widths))
         return coarse + tuple(self.widths[j] for j in self.split)
 
+    @per_key
+    def model_shape(self, key: tuple[int, ...]) -> tuple[int, ...]:
+        """The shape of the marginal of model key ``key`` over the model's columns."""
+        return tuple(self.model_sizes[c] for c in key)
+
     def labels(self, names: tuple[str, ...]) -> tuple[str, ...]:
         """A name per model column (the split column's name stands for its coarse code)."""
         return tuple(names) + tuple(f"{names[j]} (offset within {self.widths[j]}s)" for j in self.split)
@@ -91,6 +96,16 @@ class SplitColumns:
     def columns(self, key: tuple[int, ...]) -> tuple[int, ...]:
         """The domain columns of a model key, in its order."""
         return tuple(c for c in key if c < len(self.sizes))
+
+    @per_key
+    def exact_key(self, key: tuple[int, ...]) -> tuple[int, ...]:
+        """The model key that reads the domain columns of ``key`` exactly."""
+        return self.key(self.columns(key))
+
+    @per_key
+    def summed_out(self, key: tuple[int, ...]) -> tuple[int, ...]:
+        """The axes of ``exact_key(key)``'s marginal that ``key`` sums out (the offsets it reads coarsely)."""
+        return tuple(i for i, c in enumerate(self.exact_key(key)) if c not in key)
 
     def exact_split(self, key: tuple[int, ...], j: int) -> bool:
         """Whether column j is split and ``key`` reads it exactly (coarse code and offset)."""
@@ -133,14 +148,19 @@ class SplitColumns:
     def to_query(self, key: tuple[int, ...], values: np.ndarray) -> np.ndarray:
         """The inverse of ``from_query``: a marginal in the model key's layout in the private query's
         (for an exact key, the domain's own), dropping the padded codes."""
+        axes, shape, cut = self.to_query_steps(key)
+        return np.asarray(values).transpose(axes).reshape(shape)[cut]
+
+    @per_key
+    def to_query_steps(self, key: tuple[int, ...]) -> tuple[list[int], list[int], tuple[slice, ...]]:
+        """``to_query``'s transpose, shape and cut for ``key``."""
         order, shape, cut = [], [], []
         for j in self.columns(key):
             exact = self.exact_split(key, j)
             order += [j, self.offset(j)] if exact else [j]
             shape.append(self.model_sizes[j] * self.widths[j] if exact else self.model_sizes[j])
             cut.append(slice(0, self.sizes[j]) if exact else slice(None))
-        values = np.asarray(values).transpose([key.index(c) for c in order])
-        return values.reshape(shape)[tuple(cut)]
+        return [key.index(c) for c in order], shape, tuple(cut)
 
     def encode(self, codes: np.ndarray) -> np.ndarray:
         """Records over the domain's columns as records over the model's (negative codes as 0)."""

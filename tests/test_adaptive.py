@@ -15,6 +15,7 @@ from dpsyn.dataloader.encoding import Encoder
 from dpsyn.dataloader.schema import SchemaError, parse_schema
 from dpsyn.method.adaptive import Model
 from dpsyn.method.planner import ADAPTIVE, ONE_WAY, PUBLIC, TWO_WAY, make_plan, pair_noise
+from dpsyn.method.split_columns import SplitColumns
 from tests.conftest import run_method
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -173,6 +174,22 @@ def test_without_public_records_pairs_of_middling_noise_go_to_fewer_adaptive_rou
     assert (rich.regime, rich.few_rounds, rich.rich, rich.one_way_rounds) == (ADAPTIVE, False, True, 2)
     assert not from_draws.rich
     assert not make_plan(5.0, 1, rows, False, False, ADAPTIVE).few_rounds  # forced: the usual rounds
+
+
+def test_the_model_counts_coarse_readings_of_split_columns_as_it_counts_one():
+    """Coarse readings with and without their exact reading among the candidates: the batch counts the
+    ones without, sums the exact one's offsets out for the others, and agrees with ``answer`` on each."""
+    rng = np.random.default_rng(4)
+    sizes = (40, 3, 50, 2)
+    layout = SplitColumns.choose(sizes, [0, 1, 2, 3])
+    model = Model(("a", "b", "c", "d"), sizes, (), layout=layout)
+    model.records = layout.encode(np.column_stack([rng.integers(0, k, 600) for k in sizes]).astype(np.int32))
+    model.total = 600.0
+    candidates = [layout.key((0, 2)), layout.key((0, 2), (0, 2)), layout.key((0, 1, 2), (0, 2)),
+                  layout.key((2, 3), (2,)), layout.key((0,))]
+    assert len({len(c) for c in candidates}) > 2  # exact pairs over split columns read more model columns
+    for one, batch in zip([model.answer(c) for c in candidates], model.answers(candidates)):
+        np.testing.assert_array_equal(one, batch)
 
 
 def test_the_model_answers_a_measured_marginal_by_its_estimate_and_others_from_its_records():

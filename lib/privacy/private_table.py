@@ -226,7 +226,7 @@ workers, bounded there when they carry ids.  ``rng`` draws the noise (and the se
 
         def scores() -> np.ndarray:
             self._count(candidates)
-            return np.array([w * (np.abs(self._answer(q) - np.asarray(r, dtype=np.float64)).sum() - p)
+            return np.array([w * (np.abs(self.__answers[q] - np.asarray(r, dtype=np.float64)).sum() - p)
                              for q, r, w, p in zip(candidates, references, weights, penalties)])
         chosen, rho = exponential_mechanism(scores, len(candidates), sensitivity, rho, self._rng, self._ledger,
                                             label, reason, k)
