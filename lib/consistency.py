@@ -231,17 +231,21 @@ def _worst(v, cells, targets, ends):
 def _ipf(v, cells, targets, ends, tolerance, max_iterations):
     """``fit_to_margins``'s sweeps on flat ``v``, in place: each target in turn scales the cells it sums
     (a cell whose sum is 0 goes to 0)."""
+    largest = 0
+    for t in range(cells.shape[0]):
+        largest = max(largest, ends[t + 1] - ends[t])
+    p, ratio = np.empty(largest), np.empty(largest)  # one target's projection and scale factors
     for _ in range(max_iterations):
         worst = 0.0
         for t in range(cells.shape[0]):
             target = targets[ends[t]:ends[t + 1]]
-            p = _project(v, cells[t], target.size)
-            if tolerance > 0:
-                worst = max(worst, np.abs(p - target).max())
-            ratio = np.zeros(target.size)
+            p[:target.size] = 0.0
+            for c in range(v.size):
+                p[cells[t, c]] += v[c]
             for c in range(target.size):
-                if p[c] > 0:
-                    ratio[c] = target[c] / p[c]
+                if tolerance > 0:
+                    worst = max(worst, abs(p[c] - target[c]))
+                ratio[c] = target[c] / p[c] if p[c] > 0 else 0.0
             for c in range(v.size):
                 v[c] *= ratio[cells[t, c]]
         if tolerance > 0 and worst <= tolerance:
