@@ -15,7 +15,6 @@ exact.  Post-processing: no privacy cost.
 """
 from __future__ import annotations
 
-import functools
 import itertools
 import math
 
@@ -24,7 +23,6 @@ import numpy as np
 
 from dpsyn.lib.measurement import Target
 from dpsyn.lib.tuning import T
-
 
 
 def make_consistent(marginals: list[Target], rounds: int | None = None, tolerance: float | None = None,
@@ -85,10 +83,17 @@ def common_total(values, sigmas) -> float:
     return max(float(weights @ totals / weights.sum()), 1.0)
 
 
-@functools.lru_cache(maxsize=65536)
+CELL_MAP_BYTES = 1 << 26  # cell maps kept for reuse (64 MiB); past it the kept ones are dropped
+_cell_maps: dict = {}
+
+
 def _cell_map(attrs: tuple, shape: tuple, subset: tuple) -> np.ndarray:
     """Each cell of a marginal over ``attrs`` (shape ``shape``, flat in C order): its cell in the projection
-    onto ``subset`` (flat in C order of the subset's axes in the subset's order).  Read-only: it is shared."""
+    onto ``subset`` (flat in C order of the subset's axes in the subset's order).  Kept for reuse (every
+    adaptive round asks for the same ones) up to CELL_MAP_BYTES in all; read-only, as it is shared."""
+    key = (attrs, shape, subset)
+    if key in _cell_maps:
+        return _cell_maps[key]
     index = np.zeros(shape, dtype=np.int64)
     stride = 1
     for name in reversed(subset):
@@ -97,13 +102,10 @@ def _cell_map(attrs: tuple, shape: tuple, subset: tuple) -> np.ndarray:
         stride *= shape[axis]
     out = index.ravel()
     out.setflags(write=False)
+    if sum(m.nbytes for m in _cell_maps.values()) + out.nbytes > CELL_MAP_BYTES:
+        _cell_maps.clear()
+    _cell_maps[key] = out
     return out
-
-
-def _projection(values: np.ndarray, attrs: tuple[str, ...], subset: tuple[str, ...]) -> np.ndarray:
-    """The sums of ``values`` (axes named by ``attrs``) over the axes outside ``subset``, in the subset's order."""
-    shape = tuple(values.shape[attrs.index(x)] for x in subset)
-    return np.bincount(_cell_map(attrs, values.shape, subset), values.ravel(), minlength=math.prod(shape)).reshape(shape)
 
 
 @numba.njit(cache=True)
