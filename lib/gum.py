@@ -153,15 +153,16 @@ def _gum_kernel(records, sizes, attrs, attr_ptr, targets, cell_ptr, alphas, dup_
 
 # The records are counted and sorted by cell in this many lanes (consecutive runs of records), each lane's
 # counts its own: a record's count then waits on the one before it in its lane only, not on the record just
-# before it, which often shares its cell.
+# before it, which often shares its cell.  ``_cells`` counts the four side by side.
 LANES = 4
 
 
 @numba.njit(cache=True)
 def _cells(records, sizes, cols, cell, lanes):
     """cell[r]: the flat cell of record r in the marginal of columns ``cols`` (row-major); lanes[k, c]: the
-    records of lane k in cell c, lane k the records from k·(n // LANES) to the next lane's first (the last to n).  One, two and three columns, the most frequent, get loops
-    of their own (no inner loop over the columns)."""
+    records of lane k in cell c, lane k the records from k·(n // LANES) to the next lane's first (the last to
+    n).  One, two and three columns, the most frequent, get loops of their own (no inner loop over the
+    columns)."""
     n = records.shape[0]
     if len(cols) == 1:
         for r in range(n):
