@@ -47,8 +47,9 @@ def make_consistent(marginals: list[Target], rounds: int | None = None, toleranc
     # every (shared subset, marginal over a superset of it) pair: the marginal's cells' cells in the subset's
     # projection, and its weight in their inverse-variance weighted mean
     pairs = [(s, i) for s in subsets for i, a in enumerate(attrs) if set(s) <= set(a)]
-    shapes = {s: next(tuple(values[i].shape[attrs[i].index(x)] for x in s) for t, i in pairs if t == s)
-              for s in subsets}
+    shapes = {}  # each subset's projection's shape, from its first marginal
+    for s, i in pairs:
+        shapes.setdefault(s, tuple(values[i].shape[attrs[i].index(x)] for x in s))
     cells = [math.prod(shapes[s]) for s in subsets]
     flat = np.concatenate([v.ravel() for v in values]) if values else np.zeros(0)
     ends = np.cumsum([0] + [v.size for v in values]).astype(np.int64)
@@ -162,6 +163,7 @@ def _subset_projections(values, ends, pair_member, maps, map_ends, q0, q1, size)
 
 @numba.njit(cache=True)
 def _weighted_mean(rows, weights):
+    """The mean of the ``rows``, row r weighted by weights[r]."""
     num = np.zeros(rows.shape[1])
     for r in range(rows.shape[0]):
         num += weights[r] * rows[r]
@@ -211,12 +213,11 @@ def fit_to_margins(v: np.ndarray, attrs: tuple, targets: dict, tolerance: float,
 
 
 @numba.njit(cache=True)
-def _project(v, cells, size):
-    """The sums of ``v`` over the cells of one target (``cells``: each of v's cells' cell there)."""
-    p = np.zeros(size)
+def _project(v, cells, p):
+    """``p`` made the sums of ``v`` over the cells of one target (``cells``: each of v's cells' cell there)."""
+    p[:] = 0.0
     for c in range(v.size):
         p[cells[c]] += v[c]
-    return p
 
 
 @numba.njit(cache=True)
@@ -224,7 +225,8 @@ def _worst(v, cells, targets, ends):
     """The largest distance of a projection of ``v`` from its target."""
     worst = 0.0
     for t in range(cells.shape[0]):
-        p = _project(v, cells[t], ends[t + 1] - ends[t])
+        p = np.empty(ends[t + 1] - ends[t])
+        _project(v, cells[t], p)
         worst = max(worst, np.abs(p - targets[ends[t]:ends[t + 1]]).max())
     return worst
 
@@ -241,9 +243,7 @@ def _ipf(v, cells, targets, ends, tolerance, max_iterations):
         worst = 0.0
         for t in range(cells.shape[0]):
             target = targets[ends[t]:ends[t + 1]]
-            p[:target.size] = 0.0
-            for c in range(v.size):
-                p[cells[t, c]] += v[c]
+            _project(v, cells[t], p[:target.size])
             for c in range(target.size):
                 if tolerance > 0:
                     worst = max(worst, abs(p[c] - target[c]))
