@@ -46,11 +46,15 @@ def gum(records: np.ndarray, sizes: tuple[int, ...], targets: list[Target],
     ``targets``: lib/measurement.py Targets, ``query`` the column indices and ``noisy`` a
     non-negative array of that marginal's shape, each rescaled to sum to n (their sigma and weight
     are not read: GUM moves toward every target alike).  Deterministic given ``rng``'s state.
+    The copy is int32 and row-major, or where ``records`` come as ``compact_codes`` gives them, in
+    that layout (the kernel's own: a caller that keeps them so pays no conversion each call).
     Costs no privacy budget.
     """
+    compact = records.dtype == code_dtype(sizes) and records.flags.f_contiguous
     start = repair(records, boxes, rng) if boxes else records
     if len(start) == 0 or not targets:
-        return np.array(start, dtype=np.int32, order="C")
+        return np.array(start, dtype=code_dtype(sizes), order="F") if compact else \
+            np.array(start, dtype=np.int32, order="C")
     # the kernel reads a marginal's columns of every record in every step: column by column in the smallest
     # type, those columns are all it reads (a record's row of int32 codes would bring in all of them)
     work = np.array(start, dtype=code_dtype(sizes), order="F")  # a copy: the kernel moves records in place
@@ -64,7 +68,7 @@ def gum(records: np.ndarray, sizes: tuple[int, ...], targets: list[Target],
     alphas = options.alpha * options.decay ** np.arange(options.iterations)
     _gum_kernel(work, np.asarray(sizes, dtype=np.int64), attrs, attr_ptr, np.concatenate(flat), cell_ptr,
                 alphas, options.duplicate_share, int(rng.integers(2 ** 62)), *boxes.packed())
-    return np.ascontiguousarray(work, dtype=np.int32)
+    return work if compact else np.ascontiguousarray(work, dtype=np.int32)
 
 
 @numba.njit(cache=True)

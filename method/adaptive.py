@@ -398,7 +398,9 @@ def measure_adaptively(private: PrivateTable, public_codes: np.ndarray | None, c
     public = layout.encode(public_codes) if public_codes is not None else None
     rich = rich and public is not None and bool(group_idx)  # groups drawn by raking, rich budget
     n = base_size(model.total, rich=rich) if per_row is None else base_size(model.total, rich=True, per_row=per_row)
-    model.records = start_records(public, model_idx, model.global_targets(), n, layout.model_sizes, ctx.rng)
+    # kept as compact_codes gives them: GUM moves them, and the rounds count them, in that layout
+    model.records = compact_codes(start_records(public, model_idx, model.global_targets(), n, layout.model_sizes,
+                                                ctx.rng), layout.model_sizes)
     model.records = gum(model.records, layout.model_sizes, [Target(c, v) for c, v in model.global_targets()], ctx.rng,
                         boxes=model.boxes)
     if one_way_rounds > 0:

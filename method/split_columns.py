@@ -148,12 +148,18 @@ class SplitColumns:
     def to_query(self, key: tuple[int, ...], values: np.ndarray) -> np.ndarray:
         """The inverse of ``from_query``: a marginal in the model key's layout in the private query's
         (for an exact key, the domain's own), dropping the padded codes."""
-        axes, shape, cut = self.to_query_steps(key)
+        steps = self.to_query_steps(key)
+        if steps is None:
+            return np.asarray(values)
+        axes, shape, cut = steps
         return np.asarray(values).transpose(axes).reshape(shape)[cut]
 
     @per_key
-    def to_query_steps(self, key: tuple[int, ...]) -> tuple[list[int], list[int], tuple[slice, ...]]:
-        """``to_query``'s transpose, shape and cut for ``key``."""
+    def to_query_steps(self, key: tuple[int, ...]) -> tuple[list[int], list[int], tuple[slice, ...]] | None:
+        """``to_query``'s transpose, shape and cut for ``key``; None where the layouts are the same (no split
+        column read exactly)."""
+        if not any(self.exact_split(key, j) for j in self.columns(key)):
+            return None
         order, shape, cut = [], [], []
         for j in self.columns(key):
             exact = self.exact_split(key, j)

@@ -8,7 +8,7 @@ import pytest
 
 from dpsyn.lib.consistency import make_consistent
 from dpsyn.lib.gum import GumOptions, gum
-from dpsyn.lib.marginals import count_marginal
+from dpsyn.lib.marginals import compact_codes, count_marginal
 from dpsyn.lib.measurement import Target
 from tests.conftest import FIXTURES
 
@@ -73,6 +73,21 @@ def test_gum_is_deterministic_under_a_seed(adult):
     a = gum(start, sizes, targets, np.random.default_rng(5), opts)
     b = gum(start, sizes, targets, np.random.default_rng(5), opts)
     assert np.array_equal(a, b) and not np.array_equal(a, start)
+
+
+def test_gum_keeps_compact_records_compact_with_the_same_moves(adult):
+    """Records given as compact_codes gives them come back in that layout, moved exactly as int32 ones are;
+    the given array is left as it was."""
+    _, codes, sizes = adult
+    targets = [Target(*t) for t in two_way(codes[:2000], sizes, [(0, 1), (1, 2)])]
+    start = codes[2000:4000].astype(np.int32)
+    compact = compact_codes(start, sizes)
+    before = compact.copy()
+    plain = gum(start, sizes, targets, np.random.default_rng(5), GumOptions(iterations=3))
+    out = gum(compact, sizes, targets, np.random.default_rng(5), GumOptions(iterations=3))
+    assert plain.dtype == np.int32 and plain.flags.c_contiguous
+    assert out.dtype == compact.dtype and out.flags.f_contiguous
+    assert np.array_equal(out, plain) and np.array_equal(compact, before)
 
 
 def test_gum_moves_records_only_out_of_over_full_cells():

@@ -82,7 +82,7 @@ workers, bounded there when they carry ids.  ``rng`` draws the noise (and the se
     """
 
     __slots__ = ("domain", "theta", "distinct", "raw_columns", "_ledger", "_rng", "_released", "__engine", "__held",
-                 "__answers", "__sensitivities")
+                 "__answers", "__sensitivities", "__shapes")
 
     def __init__(self, codes: np.ndarray, numeric: Mapping[str, np.ndarray], domain: Domain, theta: int,
                  ledger: Ledger, rng: np.random.Generator, ids: np.ndarray | None = None,
@@ -113,7 +113,7 @@ workers, bounded there when they carry ids.  ``rng`` draws the noise (and the se
         self.domain, self.theta, self.distinct = domain, int(theta), tuple(distinct)
         self.raw_columns = tuple(c for c in domain.names if c in raw_columns)  # public: whose raw values are held
         self._ledger, self._rng, self._released = ledger, rng, []
-        self.__engine, self.__held, self.__answers, self.__sensitivities = engine, held, {}, {}
+        self.__engine, self.__held, self.__answers, self.__sensitivities, self.__shapes = engine, held, {}, {}, {}
 
     @property
     def budget(self) -> float:
@@ -167,6 +167,14 @@ workers, bounded there when they carry ids.  ``rng`` draws the noise (and the se
         if new:
             self.__answers.update(zip(new, self.__engine.answers(self.__held, new)))
 
+    def _shape(self, query: Query) -> tuple[int, ...]:
+        """The query's answer shape, once it passes ``_check`` (both once per query: an adaptive round asks
+        them of every candidate)."""
+        if query not in self.__shapes:
+            self._check(query)
+            self.__shapes[query] = query.shape(self.domain)
+        return self.__shapes[query]
+
     def _check(self, query) -> None:
         if type(query) not in QUERY_KINDS:
             raise TypeError(f"the private table answers only {', '.join(k.__name__ for k in QUERY_KINDS)} "
@@ -213,10 +221,9 @@ workers, bounded there when they carry ids.  ``rng`` draws the noise (and the se
         if not (np.isfinite(weights).all() and (weights > 0).all() and np.isfinite(penalties).all()):
             raise ValueError("select needs finite positive weights and finite penalties")
         for query, reference in zip(candidates, references):
-            self._check(query)
-            if np.shape(reference) != query.shape(self.domain):
+            if np.shape(reference) != self._shape(query):
                 raise ValueError(f"reference for {query.describe()} has shape {np.shape(reference)}, "
-                                 f"not {query.shape(self.domain)}")
+                                 f"not {self._shape(query)}")
         bounds = [w * self.sensitivity(q).l1 for q, w in zip(candidates, weights)]
         sensitivity = max(bounds)
         label = label or f"selection of {k} of {len(candidates)} candidates"
