@@ -42,18 +42,19 @@ def compact_codes(codes: np.ndarray, sizes: Sequence[int]) -> np.ndarray:
 BATCH_CELLS = 1 << 23  # counts held at once by count_marginals (64 MiB of int64)
 
 
-def count_marginals(codes: np.ndarray, marginals: Sequence[tuple[Sequence[int], Sequence[int], Sequence[int]]]
-                    ) -> list[np.ndarray]:
+def count_marginals(codes: np.ndarray, marginals: Sequence[tuple[Sequence[int], Sequence[int], Sequence[int]]],
+                    scale: float | None = None) -> list[np.ndarray]:
     """The histograms of many marginals of ``codes`` (n × d ints) in one parallel pass: each marginal is
     (column indices, widths, shape), a column's code integer-divided by its width (1: exact), counts of
-    shape ``shape`` (as ``count_marginal`` of the coarsened columns).  Exact integer counts (int64), at
-    most about BATCH_CELLS of them in memory at once (one pass per batch of marginals)."""
+    shape ``shape`` (as ``count_marginal`` of the coarsened columns).  Exact integer counts (int64), or where
+    ``scale`` is given the counts times it (float64, in one multiplication), at most about BATCH_CELLS of them
+    in memory at once (one pass per batch of marginals)."""
     if not marginals:
         return []
     sizes = [math.prod(shape) for _, _, shape in marginals]
     if len(marginals) > 1 and sum(sizes) > BATCH_CELLS:  # one pass per batch of about BATCH_CELLS counts
         cut = max(1, int(np.searchsorted(np.cumsum(sizes), BATCH_CELLS, side="right")))
-        return count_marginals(codes, marginals[:cut]) + count_marginals(codes, marginals[cut:])
+        return count_marginals(codes, marginals[:cut], scale) + count_marginals(codes, marginals[cut:], scale)
     arity = max(1, max(len(cols) for cols, _, _ in marginals))
     columns = np.zeros((len(marginals), arity), dtype=np.int64)
     widths = np.ones((len(marginals), arity), dtype=np.int64)
@@ -67,6 +68,8 @@ def count_marginals(codes: np.ndarray, marginals: Sequence[tuple[Sequence[int], 
         strides[q, :k] = [math.prod(shape[j + 1:]) for j in range(k)]
     out = np.zeros(offsets[-1], dtype=np.int64)
     _count_many(codes, columns, widths, strides, offsets, arities, out)
+    if scale is not None:
+        out = out * scale
     return [out[offsets[q]:offsets[q + 1]].reshape(tuple(shape)) for q, (_, _, shape) in enumerate(marginals)]
 
 

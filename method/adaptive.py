@@ -242,17 +242,16 @@ class Model:
 
     def answers(self, candidates: list[tuple[int, ...]]) -> list[np.ndarray]:
         """``answer`` for every candidate, the ones counted from the records counted together in one pass
-        over a compact column-major copy of them (lib/marginals.count_marginals); a coarse reading whose exact
-        one is a candidate too is that one with the offsets summed out."""
+        over them (lib/marginals.count_marginals); a coarse reading whose exact one is a candidate too is that
+        one with the offsets summed out."""
         exact_keys = [key for key in candidates if not self.layout.coarse(key)]
         exact_set = set(exact_keys)
         counted = [key for key in candidates if not self.estimates(key) and not self.by_groups(key)
                    and (not self.layout.coarse(key) or self.layout.exact_key(key) not in exact_set)]
         shapes = [self.layout.model_shape(key) for key in counted]
         scale = self.total / max(len(self.records), 1)
-        counts = count_marginals(compact_codes(self.records, self.layout.model_sizes),
-                                 [(key, (1,) * len(key), shape) for key, shape in zip(counted, shapes)])
-        known = dict(zip(counted, (c * scale for c in counts)))
+        specs = [(key, (1,) * len(key), shape) for key, shape in zip(counted, shapes)]
+        known = dict(zip(counted, count_marginals(compact_codes(self.records, self.layout.model_sizes), specs, scale)))
         known.update((key, self.answer(key)) for key in exact_keys if key not in known)  # not from the records
         out = []
         for key in candidates:
@@ -501,22 +500,12 @@ def candidate_keys(model: Model, other_idx: list[int], max_cells: int) -> list[t
     columns is a candidate in every reading of them: exactly or by coarse code (a pair), or all
     exactly or all coarsely (a triple)."""
     sizes, layout = model.sizes, model.layout
-
-    def fits(key):
-        return math.prod(layout.query_shape(key)) <= max_cells
-
-    def readings(cols, every=True):
-        split = [j for j in cols if layout.widths[j] > 1]
-        coarse = [c for r in range(len(split) + 1) for c in itertools.combinations(split, r)] if every else \
-            [(), tuple(split)]
-        return dict.fromkeys(layout.key(cols, c) for c in coarse)
-
     out = [layout.key((j,)) for j in other_idx if sizes[j] > 1]
-    out += [k for p in itertools.combinations(other_idx, 2) for k in readings(p) if fits(k)]
+    out += [k for p in itertools.combinations(other_idx, 2) for k in layout.readings(p) if layout.cells(k) <= max_cells]
     pairs = {layout.columns(c) for c in model.noisy}
     pairs = [c for c in pairs if len(c) == 2 and not set(c) & set(model.group_idx)]
     triples = {tuple(sorted(p + (k,))) for p in pairs for k in other_idx if k not in p}
-    out += [k for t in sorted(triples) for k in readings(t, every=False) if fits(k)]
+    out += [k for t in sorted(triples) for k in layout.whole_readings(t) if layout.cells(k) <= max_cells]
     if model.group_idx:
         groups = math.prod(sizes[g] for g in model.group_idx)
         large = model.from_public or model.total >= T.adaptive_subgroup_rows * groups

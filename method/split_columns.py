@@ -15,6 +15,7 @@ Everything here is bookkeeping on public shapes and synthetic records: it costs 
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 from dataclasses import dataclass
 from functools import cached_property
@@ -91,6 +92,25 @@ class SplitColumns:
         """The model key of domain columns ``cols`` (in that order), the split ones among ``coarse``
         by their coarse code only, the others exactly."""
         return tuple(cols) + tuple(self.offset(j) for j in sorted(cols) if self.widths[j] > 1 and j not in coarse)
+
+    @per_key
+    def readings(self, cols: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
+        """The model keys of domain columns ``cols`` in every reading: each subset of their split columns read
+        coarsely, the others exactly (the exact reading first)."""
+        split = [j for j in cols if self.widths[j] > 1]
+        return tuple(dict.fromkeys(self.key(cols, c) for r in range(len(split) + 1)
+                                   for c in itertools.combinations(split, r)))
+
+    @per_key
+    def whole_readings(self, cols: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
+        """The model keys of domain columns ``cols`` read all exactly, then all coarsely (one key where none
+        is split)."""
+        return tuple(dict.fromkeys((self.key(cols), self.key(cols, cols))))
+
+    @per_key
+    def cells(self, key: tuple[int, ...]) -> int:
+        """The cells of the private marginal of model key ``key``."""
+        return math.prod(self.query_shape(key))
 
     @per_key
     def columns(self, key: tuple[int, ...]) -> tuple[int, ...]:
