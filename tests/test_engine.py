@@ -43,9 +43,11 @@ def test_count_marginals_matches_one_marginal_at_a_time(batch_cells, monkeypatch
     specs = [((0,), (1,), (5,)), ((1, 2), (10, 1), (30, 7)), ((0, 3, 4), (1, 1, 1), (5, 2, 40)), ((), (), ())]
     got = count_marginals(compact_codes(codes, sizes), specs)
     assert compact_codes(codes, sizes).dtype == np.uint16
-    for (cols, widths, shape), counts in zip(specs, got):
+    scaled = count_marginals(compact_codes(codes, sizes), specs, scale=0.3)
+    for (cols, widths, shape), counts, times in zip(specs, got, scaled):
         coarse = codes[:, list(cols)] // np.asarray(widths, dtype=np.int32) if cols else codes[:, :0]
         assert np.array_equal(counts, count_marginal(coarse, shape).reshape(shape))
+        assert times.dtype == np.float64 and np.array_equal(times, counts * 0.3)
 
 
 def _table(data, theta, engine):
