@@ -63,9 +63,11 @@ def make_consistent(marginals: list[Target], rounds: int | None = None, toleranc
                        weights, float(total), int(rounds))
     starts = np.cumsum([0] + cells)
     targets = {s: consensus[starts[k]:starts[k + 1]].reshape(shapes[s]) for k, s in enumerate(subsets)}
-    return [fit_to_margins(flat[ends[i]:ends[i + 1]].reshape(values[i].shape).copy(), a,
-                           {s: t for s, t in targets.items() if set(s) <= set(a)}, tolerance * total, fit_iterations)
-            for i, a in enumerate(attrs)]
+    own = [{} for _ in attrs]  # each marginal's subsets' targets, in subset order (the pairs' order)
+    for s, i in pairs:
+        own[i][s] = targets[s]
+    return [fit_to_margins(flat[ends[i]:ends[i + 1]].reshape(values[i].shape).copy(), a, own[i], tolerance * total,
+                           fit_iterations) for i, a in enumerate(attrs)]
 
 
 def _shared_subsets(attrs: list[tuple[str, ...]]) -> list[tuple[str, ...]]:

@@ -118,6 +118,8 @@ def test_the_table_refuses_a_query_kind_of_a_methods_making():
         private.measure(Understated(("A",)), 0.001)
     with pytest.raises(ValueError, match="not domain columns"):
         private.measure(Marginal(("Z",)), 0.001)
+    with pytest.raises(TypeError, match="answers only"):  # even a kind that is no dict key
+        private.select([["A"]], [np.zeros(2)], 0.001)
     assert private._ledger.charges == []
 
 

@@ -170,7 +170,7 @@ workers, bounded there when they carry ids.  ``rng`` draws the noise (and the se
     def _shape(self, query: Query) -> tuple[int, ...]:
         """The query's answer shape, once it passes ``_check`` (both once per query: an adaptive round asks
         them of every candidate)."""
-        if query not in self.__shapes:
+        if type(query) not in QUERY_KINDS or query not in self.__shapes:  # another kind: _check's one line
             self._check(query)
             self.__shapes[query] = query.shape(self.domain)
         return self.__shapes[query]
