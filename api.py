@@ -32,10 +32,12 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+from pyarrow import ArrowException
 
 from dpsyn.dataloader.encoding import DEFAULT_BINS, Encoder
 from dpsyn.dataloader.draft import draft_parameters
-from dpsyn.dataloader.private_rows import BatchEncoder, check_rows, dask_partitions, join, settle
+from dpsyn.dataloader.private_rows import BatchEncoder, check_rows, dask_partitions, join, settle, worker_problem
 from dpsyn.dataloader.reading import (ON_INVALID, DataError, as_text, check_columns, column_batches, public_ranges,
                                       read_csv_text, read_header, read_table, validate)
 from dpsyn.dataloader.rules import violations
@@ -70,12 +72,12 @@ BAD_INPUT = (SchemaError, DataError, OptionError, NoiseTooLarge, BudgetExceeded,
 @dataclass(frozen=True)
 class EncodedTable:
     """Encoded private records (n × d codes), the raw values of numeric columns and each row's
-    individual (64-bit id hashes, or None), or the same left on the Dask engine's workers (``loaded``).
-    Held by the pipeline; a method sees them only through a PrivateTable."""
+    individual (the ids' text as an Arrow string array, or None), or the same left on the Dask engine's
+    workers (``loaded``).  Held by the pipeline; a method sees them only through a PrivateTable."""
 
     codes: np.ndarray | None
     numeric: Mapping[str, np.ndarray] | None
-    ids: np.ndarray | None
+    ids: pa.Array | None
     loaded: Loaded | None = None  # instead of the three above: rows the Dask engine read onto its workers
 
 
@@ -398,8 +400,8 @@ def _read_private(private, side: PublicSide, id_column: str | None, on_invalid: 
                   engine=None, raw_columns: tuple[str, ...] = ()) -> Prepared:
     """Read, validate and encode the private table with the public side's encoder a batch of rows at a time
     (dataloader/private_rows.py): each batch becomes codes of the smallest unsigned type that holds the
-    domain, the raw values of the numeric columns ``raw_columns`` (those the run's queries read) and 64-bit id
-    hashes before the next is read, so no whole table of text is ever held.  Under the Dask engine a file
+    domain, the raw values of the numeric columns ``raw_columns`` (those the run's queries read) and the ids'
+    text before the next is read, so no whole table of text is ever held.  Under the Dask engine a file
     is read on the workers and stays there.  Values outside the schema are summed over the batches and
     reported once (``validate``'s messages)."""
     start = time.perf_counter()
@@ -408,8 +410,13 @@ def _read_private(private, side: PublicSide, id_column: str | None, on_invalid: 
     encode = BatchEncoder(schema, side.encoder, id_column, on_invalid, label, raw_columns)
     if isinstance(engine, DaskEngine) and not isinstance(private, pd.DataFrame):
         parts, typed = dask_partitions(private, label)
-        loaded, summaries = engine.load(parts, dataclasses.replace(encode, as_text=typed, rows_required=False),
-                                        id_column is not None, raw_columns)
+        try:
+            loaded, summaries = engine.load(parts, dataclasses.replace(encode, as_text=typed, rows_required=False),
+                                            id_column is not None, raw_columns)
+        except DataError:  # raised by BatchEncoder on a worker: already the local engine's line
+            raise
+        except (ValueError, OSError, ArrowException) as exc:  # its own message may name a private row: not shown
+            raise DataError(f"{label}: {worker_problem(exc, typed)}") from None
         settle(summaries, label, on_invalid, hide_counts=not show_private_counts)
         check_rows(sum(loaded.rows), summaries, label)
         table = EncodedTable(None, None, None, loaded)

@@ -2,17 +2,19 @@
 of a Dask cluster (the engine's ``load``), with the same checks and messages either way.
 
 ``BatchEncoder`` turns one batch of text into an engine ``Part`` (column-major codes of the smallest unsigned
-type that holds the domain, the raw values of the numeric columns a run's queries read, 64-bit id hashes)
+type that holds the domain, the raw values of the numeric columns a run's queries read, the ids' text)
 plus a summary of what was outside the schema; ``settle`` reports those summaries once for the whole file
 (reading.settle_invalid).
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from dpsyn.dataloader.encoding import Encoder
 from dpsyn.dataloader.reading import (DataError, InvalidReport, as_text, check_columns, individual_ids, is_parquet,
@@ -78,7 +80,7 @@ def join(parts: list[Part]) -> Part:
     rows, first = sum(len(p.codes) for p in parts), parts[0]
     codes = np.empty((rows, first.codes.shape[1]), dtype=first.codes.dtype, order="F")
     numeric = {c: np.empty(rows, dtype=v.dtype) for c, v in first.numeric.items()}
-    ids = np.empty(rows, dtype=first.ids.dtype) if first.ids is not None else None
+    ids = pa.concat_arrays([p.ids for p in parts]) if first.ids is not None else None  # the ids' text, in order
     start = 0
     while parts:
         part = parts.pop(0)
@@ -86,10 +88,24 @@ def join(parts: list[Part]) -> Part:
         codes[start:end] = part.codes
         for c, v in part.numeric.items():
             numeric[c][start:end] = v
-        if ids is not None:
-            ids[start:end] = part.ids
         start = end
     return Part(codes, numeric, ids)
+
+
+_FIELDS = re.compile(r"Expected (\d+) fields in line \d+, saw (\d+)")
+
+
+def worker_problem(exc: BaseException, parquet: bool) -> str:
+    """What reading the private file on a Dask worker ran into, as the local reader says it and with nothing
+    of the data: pandas' "Expected 3 fields in line 30002, saw 4" becomes pyarrow's "Expected 3 columns, got 4"
+    (no row position: it is private); any other failure is named by its kind alone (its message may quote
+    cells)."""
+    fields = _FIELDS.search(str(exc))
+    if fields:
+        return (f"cannot parse as CSV: CSV parse error: Expected {fields[1]} columns, got {fields[2]} "
+                f"(row text withheld: private data)")
+    kind = "as Parquet" if parquet else "as CSV"
+    return f"cannot read {kind}: {type(exc).__name__} (details withheld: private data)"
 
 
 def dask_partitions(path: str | Path, label: str) -> tuple[list, bool]:
@@ -105,5 +121,7 @@ def dask_partitions(path: str | Path, label: str) -> tuple[list, bool]:
             return list(dd.read_parquet(str(path), split_row_groups=True).to_delayed()), True
         frame = dd.read_csv(str(path), dtype=str, keep_default_na=False, na_filter=False, blocksize=PARTITION_BYTES)
         return list(frame.to_delayed()), False
-    except (OSError, ValueError) as exc:
-        raise DataError(f"{label}: cannot read: {str(exc).splitlines()[0]}") from None
+    except FileNotFoundError:
+        raise DataError(f"{label}: not found or not a file") from None
+    except (OSError, ValueError) as exc:  # dask reads a sample of the file here: its message may quote a row
+        raise DataError(f"{label}: {worker_problem(exc, is_parquet(path))}") from None

@@ -15,6 +15,7 @@ from dpsyn.lib.privacy.engine import DaskEngine, LocalEngine
 from dpsyn.lib.privacy.private_table import PrivateTable
 from dpsyn.lib.privacy.queries import Marginal
 
+from bench.sprint2_generator import generate
 from test_neighbours import DOMAIN, QUERIES, neighbours
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -85,7 +86,6 @@ def _worker_environ() -> tuple:
     return os.environ.get("MALLOC_TRIM_THRESHOLD_"), os.environ.get("NUMBA_NUM_THREADS")
 
 
-@pytest.mark.filterwarnings("ignore:Port 8787 is already in use")  # the module's in-process cluster holds it
 def test_the_engines_own_workers_keep_the_c_librarys_memory_trimming():
     """dask's MALLOC_TRIM_THRESHOLD_ for its workers is left out of the ones the engine starts (it made the
     per-group synthesis take 1.5 times the CPU), and only there: dask's configuration is as it was."""
@@ -108,9 +108,11 @@ def _release(tmp_path, sprint2_files, name, *extra):
     return proc, out
 
 
-def test_the_same_release_bytes_on_either_engine(tmp_path, sprint2_files):
-    local, out_local = _release(tmp_path, sprint2_files, "local")
-    spread, out_dask = _release(tmp_path, sprint2_files, "dask", "--engine", "dask", "--jobs", "2")
+@pytest.mark.parametrize("distinct", [(), ("--distinct-per-individual", "YEAR")])
+def test_the_same_release_bytes_on_either_engine(tmp_path, sprint2_files, distinct):
+    """With ids, and with ids and a column distinct per individual (Sprint 2: one row per person per YEAR)."""
+    local, out_local = _release(tmp_path, sprint2_files, "local", *distinct)
+    spread, out_dask = _release(tmp_path, sprint2_files, "dask", "--engine", "dask", "--jobs", "2", *distinct)
     assert local.returncode == 0, local.stderr
     assert spread.returncode == 0, spread.stderr
     assert "engine: dask" in spread.stderr
@@ -146,10 +148,33 @@ def test_parquet_read_on_the_workers_gives_the_csv_release(tmp_path, sprint2_fil
     frame = pd.read_csv(private, dtype=str, keep_default_na=False)
     for k, half in enumerate((frame.iloc[:700], frame.iloc[700:])):  # one individual may straddle the files
         half.to_parquet(folder / f"part{k}.parquet", index=False)
-    local, out_local = _release(tmp_path, sprint2_files, "local")
-    spread, out_dask = _release(tmp_path, (params, folder, public), "dask", "--engine", "dask", "--jobs", "2")
+    distinct = ("--distinct-per-individual", "YEAR")
+    local, out_local = _release(tmp_path, sprint2_files, "local", *distinct)
+    spread, out_dask = _release(tmp_path, (params, folder, public), "dask", "--engine", "dask", "--jobs", "2",
+                                *distinct)
+    assert local.returncode == 0, local.stderr
     assert spread.returncode == 0, spread.stderr
     assert out_local.read_bytes() == out_dask.read_bytes()
+
+
+def test_a_malformed_row_past_dasks_sample_is_the_local_line_without_its_position(tmp_path, sprint2_files):
+    """dask reads a sample of the file first; a bad row past it fails on a worker, whose message names the
+    row's line.  The release says what the local reader says (no position, no cell text), exit 2, writes
+    nothing, and shows none of distributed's log lines."""
+    params, _, public = sprint2_files
+    rows = generate(4000, seed=3).to_csv(index=False).splitlines()
+    assert len("\n".join(rows[:3500]).encode()) > (1 << 18)  # past dask's 256 kB sample
+    rows[3500] += ",7"
+    bad = tmp_path / "bad.csv"
+    bad.write_text("\n".join(rows) + "\n")
+    local, out_local = _release(tmp_path, (params, bad, public), "local")
+    spread, out_dask = _release(tmp_path, (params, bad, public), "dask", "--engine", "dask", "--quiet")
+    assert local.returncode == spread.returncode == 2, spread.stderr
+    lines = spread.stderr.strip().splitlines()
+    assert lines[-1] == local.stderr.strip().splitlines()[-1] and lines[-1].startswith("error: private file")
+    assert all(line.startswith(("WARNING: a fixed seed", "error:")) for line in lines), lines
+    assert "withheld" in spread.stderr and "3501" not in spread.stderr and "3502" not in spread.stderr
+    assert not out_local.exists() and not out_dask.exists()
 
 
 def test_values_outside_the_schema_give_the_same_line_on_either_engine(tmp_path, sprint2_files):
@@ -175,3 +200,40 @@ def test_tables_not_kept_need_an_output(sprint2_files):
     params, private, public = sprint2_files
     with pytest.raises(OptionError, match="keep_tables=False needs output"):
         release(private, params, public, keep_tables=False)
+
+
+def _one_hash_for_all(obj, *args, **kwargs):
+    """Every value hashes alike: the worst collision a routing hash can make."""
+    import pandas as pd
+    _one_hash_for_all.calls += 1
+    return pd.Series(np.zeros(len(obj), dtype=np.uint64), index=getattr(obj, "index", None))
+
+
+@pytest.mark.parametrize("distinct", [False, True])
+def test_ids_that_share_a_hash_leave_everyone_elses_rows_alone(dask_engine, monkeypatch, distinct):
+    """An added individual X whose id hashes like Y's (here: every id hashes alike, so dask's shuffle routes
+    all rows to one partition) changes only X's own kept rows: everyone else keeps the same rows, and a
+    histogram moves by at most theta in L1 (sqrt(theta) in L2 with a column declared distinct)."""
+    import pandas as pd
+    monkeypatch.setattr(pd.util, "hash_pandas_object", _one_hash_for_all)
+    _one_hash_for_all.calls = 0
+    theta, rng = 3, np.random.default_rng(7)
+    n = 120
+    ids = np.array([f"p{i}" for i in rng.integers(0, 25, n)] + ["Y"] * 3, dtype=object)
+    cell = np.r_[rng.integers(0, 2, n), [0, 0, 0]]            # Y: three rows in cell 0
+    year = np.r_[rng.integers(0, 4, n), [0, 1, 2]]
+    added_ids = np.r_[ids, ["X"] * 3].astype(object)          # X: three rows in cell 1
+    added_cell, added_year = np.r_[cell, [1, 1, 1]], np.r_[year, [0, 1, 2]]
+    for seed in range(12):
+        priority = np.random.default_rng(seed).random(len(added_ids))
+        for engine in (LocalEngine(), dask_engine):
+            keys = year.reshape(-1, 1) if distinct else None
+            added_keys = added_year.reshape(-1, 1) if distinct else None
+            kept = engine.keep(ids, theta, priority[:len(ids)], keys)
+            added = engine.keep(added_ids, theta, priority, added_keys)
+            assert np.array_equal(added[added < len(ids)], kept), engine.name
+            before = np.bincount(cell[kept] * 4 + year[kept], minlength=8)
+            after = np.bincount(added_cell[added] * 4 + added_year[added], minlength=8)
+            assert np.abs(after - before).sum() <= theta
+            assert np.sqrt(((after - before) ** 2).sum()) <= (np.sqrt(theta) if distinct else theta) + 1e-12
+    assert _one_hash_for_all.calls > 0  # the shuffle did route by the (colliding) hash

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 
 def bound_contributions(ids: np.ndarray, theta: int, rng: np.random.Generator,
@@ -27,13 +29,26 @@ def keep_rows(ids: np.ndarray, theta: int, priority: np.ndarray, keys: np.ndarra
     """``bound_contributions`` with each row's random ``priority`` given: for each id its ``theta`` rows of
     lowest priority (after one row per (id, key), the lowest).  Which rows an id keeps depends on its
     own rows alone, so any split of the table that keeps each id's rows together keeps the same rows."""
-    group = pd.factorize(pd.Series(ids), use_na_sentinel=False)[0]
+    group = individual_codes(ids)
     rows = np.arange(len(group))
     if keys is not None and len(group):
         keys = np.asarray(keys).reshape(len(group), -1)
         pair = np.unique(np.column_stack([group, keys]), axis=0, return_inverse=True)[1].ravel()
         rows = np.flatnonzero(_first_of_each(pair, priority, 1))
     return np.sort(rows[_first_of_each(group[rows], priority[rows], theta)])
+
+
+def individual_codes(ids) -> np.ndarray:
+    """One integer per row, equal for two rows exactly when their ids are equal (the ids' own values: an Arrow
+    string array as reading.individual_ids gives, or any array pandas can factorize), never a hash of them, so
+    that no two individuals are ever bounded as one (PRIVACY.md, "Neighbouring tables")."""
+    if isinstance(ids, pa.ChunkedArray):
+        ids = ids.combine_chunks()
+    if isinstance(ids, pa.Array):
+        return pc.dictionary_encode(ids).indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    if isinstance(ids, pd.Series) and isinstance(ids.dtype, pd.ArrowDtype | pd.StringDtype):
+        return pd.factorize(ids, use_na_sentinel=False)[0]
+    return pd.factorize(pd.Series(np.asarray(ids)), use_na_sentinel=False)[0]
 
 
 def _first_of_each(group: np.ndarray, priority: np.ndarray, limit: int) -> np.ndarray:

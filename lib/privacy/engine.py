@@ -18,11 +18,13 @@ order of floating-point additions.
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
+import pyarrow as pa
 
 from dpsyn.lib.domain import Domain
 from dpsyn.lib.marginals import compact_codes, count_marginals
@@ -88,11 +90,11 @@ def _run_chunk(fn: Callable, state: Any, chunk: list) -> list:
 class Part:
     """Rows of one partition of the private file, read and encoded on a worker: codes (n × d, the smallest
     unsigned type, column-major), raw values of the numeric columns a query may read, each row's individual
-    (uint64 hashes) or None."""
+    (the ids' text as an Arrow string array) or None."""
 
     codes: np.ndarray
     numeric: Mapping[str, np.ndarray]
-    ids: np.ndarray | None
+    ids: pa.Array | None
 
 
 @dataclass(frozen=True)
@@ -112,13 +114,17 @@ def _rows(part: Part) -> int:
     return len(part.codes)
 
 
-def _bounding_frame(ids: np.ndarray, offset: int, priority: np.ndarray, keys: np.ndarray | None):
-    """(id, row, priority, key0...) of rows offset.. of the file: what bounding needs of them."""
+def _bounding_frame(ids, offset: int, priority: np.ndarray, keys: np.ndarray | None):
+    """(id, row, priority, key0...) of rows offset.. of the file: what bounding needs of them.  The id is the
+    individual's text itself (Arrow strings): the shuffle routes rows by a hash of it, but bounding groups
+    them by the text (``keep_rows``), so two ids that share a hash only share a partition."""
     import pandas as pd
-    frame = pd.DataFrame({"id": np.asarray(ids), "row": np.arange(offset, offset + len(ids), dtype=np.int64),
-                          "priority": priority})
+    text = ids if isinstance(ids, pa.Array) else pa.array(np.asarray(ids).astype(str), pa.large_string())
+    frame = pd.DataFrame({"id": pd.arrays.ArrowExtensionArray(text),
+                          "row": np.arange(offset, offset + len(ids), dtype=np.int64), "priority": priority})
     if keys is not None:
-        keys = np.asarray(keys).reshape(len(ids), -1)
+        keys = np.asarray(keys)
+        keys = keys.reshape(len(ids), keys.shape[-1] if keys.ndim == 2 else -1)  # (0, k) stays (0, k)
         for j in range(keys.shape[1]):
             frame[f"key{j}"] = keys[:, j].astype(np.int64)
     return frame
@@ -148,7 +154,7 @@ def _part_dropped(frame, theta: int, key_columns: list[str]):
     """The rows bounding drops among one shuffled partition's rows (all of each id's rows are in it)."""
     keys = frame[key_columns].to_numpy() if key_columns else None
     drop = np.ones(len(frame), dtype=bool)
-    drop[keep_rows(frame["id"].to_numpy(), theta, frame["priority"].to_numpy(), keys)] = False
+    drop[keep_rows(frame["id"], theta, frame["priority"].to_numpy(), keys)] = False
     return frame["row"][drop]
 
 
@@ -164,6 +170,11 @@ class DaskEngine:
         from distributed import Client, LocalCluster
         self.jobs = max(1, int(jobs))
         self._cluster = None
+        # distributed's own log lines are never shown: a worker's "Compute Failed" carries the failing task's
+        # exception and traceback, which can name a private row's position or text.  What went wrong reaches
+        # the user as the release's one error line (dataloader/private_rows.worker_problem)
+        self._log_level = logging.getLogger("distributed").level
+        logging.getLogger("distributed").setLevel(logging.CRITICAL + 1)
         if scheduler is None:
             # one thread a worker, numba's included: the workers are the parallelism.  The workers keep the C
             # library's own memory trimming: dask's MALLOC_TRIM_THRESHOLD_ (memory handed back to the system
@@ -171,8 +182,12 @@ class DaskEngine:
             environ = {k: v for k, v in dask.config.get("distributed.nanny.pre-spawn-environ").items()
                        if k != "MALLOC_TRIM_THRESHOLD_"}
             with dask.config.set({"distributed.nanny.pre-spawn-environ": environ}):
+                # no dashboard; the scheduler's HTTP server (health checks) on a free loopback port, not 8787
+                # (a warning on stderr whenever another cluster holds that)
                 self._cluster = LocalCluster(n_workers=self.jobs, threads_per_worker=1, processes=True,
-                                             dashboard_address=None, silence_logs=40, env={"NUMBA_NUM_THREADS": "1"})
+                                             dashboard_address=None, scheduler_kwargs={"dashboard_address":
+                                                                                       "127.0.0.1:0"},
+                                             silence_logs=logging.CRITICAL + 1, env={"NUMBA_NUM_THREADS": "1"})
             self.client = Client(self._cluster, set_as_default=False)
         else:
             self.client = Client(scheduler, set_as_default=False)
@@ -221,8 +236,8 @@ class DaskEngine:
         state = bound_rng.bit_generator.state
         frames = [dask.delayed(_piece_bounding_frame)(piece, int(offset), state, key_idx)
                   for piece, offset in zip(loaded.pieces, offsets[:-1])]
-        meta = _bounding_frame(np.zeros(0, np.uint64), 0, np.zeros(0), np.zeros((0, len(key_idx)), np.int64)
-                               if key_idx else None)
+        meta = _bounding_frame(pa.array([], pa.large_string()), 0, np.zeros(0),
+                               np.zeros((0, len(key_idx)), np.int64) if key_idx else None)
         dropped = self._dropped(dd.from_delayed(frames, meta=meta), theta)
         bounds = np.searchsorted(dropped, offsets)
         return [self.client.submit(_as_records, piece, dropped[a:b] - offset if b > a else None, domain, pure=False)
@@ -265,6 +280,7 @@ class DaskEngine:
         self.client.close()
         if self._cluster is not None:
             self._cluster.close()
+        logging.getLogger("distributed").setLevel(self._log_level)
 
 
 def make_engine(name: str, jobs: int = 1, scheduler: str | None = None):
