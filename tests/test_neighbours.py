@@ -205,3 +205,23 @@ def test_bounding_keeps_one_row_per_individual_and_distinct_value():
     for i, _ in pairs:
         per_id[i] = per_id.get(i, 0) + 1
     assert kept == sum(min(n, 7) for n in per_id.values())
+
+
+def test_real_valued_sums_are_exact_sums_of_fixed_point_rows_in_any_order():
+    """exact_cell_sums rounds each row's values to multiples of q and adds them exactly: the float answer is
+    the rational sum of the rounded rows (brute force with Fractions), whatever the order of the rows."""
+    from fractions import Fraction
+
+    from dpsyn.lib.privacy.queries import exact_cell_sums, fixed_point_step
+    rng = np.random.default_rng(4)
+    values = rng.uniform(-3.0, 3.0, (500, 2)) * np.array([1.0, 1e-7])
+    cells = rng.integers(0, 3, 500)
+    got = exact_cell_sums(cells, values, 3, 3.0)
+    q = Fraction(fixed_point_step(3.0))
+    assert q == Fraction(1, 2 ** 18)  # 2**2 >= 3, 20 bits below it
+    for c in range(3):
+        for k in range(2):
+            exact = sum(round(Fraction(v) / q) * q for v in values[cells == c, k])
+            assert Fraction(got[c, k]) == exact
+    order = rng.permutation(500)
+    assert np.array_equal(exact_cell_sums(cells[order], values[order], 3, 3.0), got)

@@ -78,3 +78,15 @@ def test_equal_rounded_group_sizes_share_one_set_of_records():
     blocks = [out[out[:, 0] == g][:, 1:] for g in range(6)]
     assert all(len(b) == 500 for b in blocks)
     assert all(np.array_equal(blocks[0], b) for b in blocks[1:])
+
+
+def test_the_independence_gap_is_the_exact_gap_correctly_rounded():
+    from fractions import Fraction
+    rng = np.random.default_rng(2)
+    for _ in range(20):
+        joint = rng.integers(0, 10 ** 6, (4, 7))
+        n = int(joint.sum())
+        exact = sum(abs(Fraction(int(joint[a, b])) - Fraction(int(joint[a].sum()) * int(joint[:, b].sum()), n))
+                    for a in range(4) for b in range(7))
+        assert independence_gap(joint) == float(exact)
+        assert independence_gap(joint.astype(np.float64)) == float(exact)

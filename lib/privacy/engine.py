@@ -13,8 +13,8 @@ noise or charges the ledger: the private table does both before it asks for an a
   shuffles the rows on the id so that an individual's rows, wherever they were, are bounded together.
 
 Both engines keep the same rows (the same priorities, and ``keep_rows`` looks at one individual at a
-time) and give the same counts; sums of real numbers (moments, linear sums, gradients) agree up to the
-order of floating-point additions.
+time) and give the same answers, bit for bit: counts are integers, and real-valued sums (moments, linear
+sums, gradients) add fixed-point rows exactly in any order (queries.exact_cell_sums).
 """
 from __future__ import annotations
 

@@ -86,6 +86,30 @@ def per_row(what: str, row_l1: float, row_l2: float, row_reason: str, theta: int
                        f"times that, {theta * row_l2:.6g} in L2")
 
 
+FIXED_POINT_BITS = 20  # a row's part of a real-valued sum is rounded to 2**-20 of the least power of two >= its bound
+MAX_ROWS_BITS = 33     # real-valued sums are exact for tables of fewer than 2**33 rows (PRIVACY.md)
+
+
+def fixed_point_step(bound: float) -> float:
+    """The step q = 2**(e - FIXED_POINT_BITS), 2**e the least power of two >= ``bound`` (a public bound on the
+    magnitude of one row's values), to which ``exact_cell_sums`` rounds each row's values."""
+    return 2.0 ** (math.ceil(math.log2(max(bound, 2.0 ** -60))) - FIXED_POINT_BITS)
+
+
+def exact_cell_sums(cells: np.ndarray, values: np.ndarray, n_cells: int, bound: float) -> np.ndarray:
+    """n_cells × k: per cell, the sums of the rows' ``values`` (n × k, each at most ``bound`` in magnitude),
+    each value first rounded to the nearest multiple of q = ``fixed_point_step(bound)`` (one row at a time:
+    a per-record transformation).  Every partial sum is then an integer multiple of q below 2**53·q for
+    tables of fewer than 2**MAX_ROWS_BITS rows, so float64 adds them exactly, in any order and any split of
+    the rows: the answer is the exact sum of the rounded rows (the same on either engine, bit for bit), and
+    the sensitivity argument holds for it with no floating-point error term.  Rounding moves a value by at
+    most q/2, and never past a power of two at or above ``bound`` (a multiple of q)."""
+    q = fixed_point_step(bound)
+    rounded = np.rint(np.asarray(values, dtype=np.float64) / q) * q
+    return np.stack([np.bincount(cells, weights=rounded[:, k], minlength=n_cells)
+                     for k in range(rounded.shape[1])], axis=-1).reshape(n_cells, rounded.shape[1])
+
+
 def _check_columns(domain: Domain, attrs: tuple[str, ...], numeric: bool | None, what: str) -> None:
     unknown = [a for a in attrs if a not in domain.names]
     if unknown:
@@ -232,11 +256,12 @@ class LinearSums:
     def answer(self, records: Records) -> np.ndarray:
         x = np.nan_to_num(records.scaled(self.columns), nan=0.0)
         per_row = x @ np.asarray(self.weights, dtype=np.float64).T
-        cells = records.cells(self.by)
-        n_cells = records.domain.size(self.by)
-        out = np.stack([np.bincount(cells, weights=per_row[:, i], minlength=n_cells)
-                        for i in range(len(self.weights))], axis=-1)
+        out = exact_cell_sums(records.cells(self.by), per_row, records.domain.size(self.by), self.row_bound())
         return out.reshape(self.shape(records.domain))
+
+    def row_bound(self) -> float:
+        """The largest |w·x| over x in [0, 1]^p and the weight vectors: max ||w||_1."""
+        return float(np.abs(np.asarray(self.weights, dtype=np.float64)).sum(axis=1).max())
 
     def row_norms(self) -> tuple[float, float]:
         """(max L1, max L2) over x in [0, 1]^p of W x: one row's largest contribution."""
@@ -251,8 +276,12 @@ class LinearSums:
 
     def sensitivity(self, theta: int, distinct: tuple[str, ...] = ()) -> Sensitivity:
         l1, l2 = self.row_norms()
-        return per_row(self.describe(), l1, l2, f"one row in one cell adds W·x with x in [0,1]^p, at most {l2:.6g} "
-                       f"in L2", theta, self.by, distinct)
+        r, q = len(self.weights), fixed_point_step(self.row_bound())
+        # each of a row's r values is computed in float64 (error <= p·2**-53·||w||_1, far below q/2) and
+        # rounded to a multiple of q (at most q/2 more): the row's part is within r·q (L1), sqrt(r)·q (L2) of W·x
+        return per_row(self.describe(), l1 + r * q, l2 + math.sqrt(r) * q,
+                       f"one row in one cell adds W·x with x in [0,1]^p, at most {l2:.6g} in L2, each value "
+                       f"rounded to a multiple of {q:.3g} (plus sqrt(r)·q)", theta, self.by, distinct)
 
     def describe(self) -> str:
         by = f" by {' × '.join(self.by)}" if self.by else ""
@@ -285,21 +314,33 @@ class DependencyScores:
 
     def sensitivity(self, theta: int, distinct: tuple[str, ...] = ()) -> Sensitivity:
         # one row changes the joint counts by 1 in L1 and the product of margins over n by at most 3
-        m = len(self.pairs)
-        return Sensitivity(4 * theta * m, 4 * theta * math.sqrt(m),
+        # each gap is the correctly rounded float of the exact one (independence_gap): within 2n·2**-53 of it, at
+        # most 2**-19 for tables under 2**MAX_ROWS_BITS rows, so two neighbours' floats differ by 2**-18 more
+        m, rounding = len(self.pairs), 2.0 ** (MAX_ROWS_BITS - 51)
+        return Sensitivity(m * (4 * theta + rounding), math.sqrt(m) * (4 * theta + rounding),
                            f"independence gaps of {m} pairs: one record moves a gap by at most 4 (1 in the joint "
-                           f"counts, 3 in the product of margins over n), one individual by 4*theta={4 * theta}; "
-                           f"L2 over all pairs 4*theta*sqrt({m})")
+                           f"counts, 3 in the product of margins over n), one individual by 4*theta={4 * theta}, "
+                           f"plus {rounding:.3g} for the rounding of each gap to a float; L2 over all pairs "
+                           f"(4*theta + {rounding:.3g})*sqrt({m})")
 
     def describe(self) -> str:
         return f"dependency scores ({len(self.pairs)} pairs)"
 
 
 def independence_gap(joint: np.ndarray) -> float:
-    """InDif of a 2-way count table: sum |joint - outer(row sums, column sums)/n|."""
-    joint = np.asarray(joint, dtype=np.float64)
-    n = max(joint.sum(), 1.0)
-    return float(np.abs(joint - np.outer(joint.sum(axis=1), joint.sum(axis=0)) / n).sum())
+    """InDif of a 2-way count table: sum |joint - outer(row sums, column sums)/n|, computed exactly: n times it
+    is the integer sum |n·joint - outer(row sums, column sums)| (Python integers past int64's range), then one
+    correctly rounded division, so the float is a fixed rounding of the exact gap (PRIVACY.md)."""
+    joint = np.asarray(joint)
+    if not np.issubdtype(joint.dtype, np.integer):
+        joint = np.rint(joint).astype(np.int64)  # counts held as floats
+    n = int(joint.sum())
+    if n == 0:
+        return 0.0
+    if n >= 1 << 31:  # n² past int64: Python integers
+        joint = joint.astype(object)
+    scaled = np.abs(n * joint - np.outer(joint.sum(axis=1), joint.sum(axis=0)))
+    return int(scaled.sum()) / n
 
 
 @dataclass(frozen=True)
@@ -449,9 +490,8 @@ class Moments:
 
     def answer(self, records: Records) -> np.ndarray:
         values = self.row_values(records.scaled(self.columns, self.bounds))
-        cells, n_cells = records.cells(self.by), records.domain.size(self.by)
-        return np.stack([np.bincount(cells, weights=values[:, k], minlength=n_cells)
-                         for k in range(values.shape[1])], axis=-1)
+        # every value in [0, 1], and rounding to multiples of 2**-20 keeps it there: the bound holds exactly
+        return exact_cell_sums(records.cells(self.by), values, records.domain.size(self.by), 1.0)
 
     def sensitivity(self, theta: int, distinct: tuple[str, ...] = ()) -> Sensitivity:
         k = self.width()
@@ -498,18 +538,25 @@ class LogisticGradients:
         p = np.exp(logits - logits.max(axis=1, keepdims=True))
         residual = p / p.sum(axis=1, keepdims=True)
         residual[np.arange(len(codes)), codes[:, domain.index(self.label)]] -= 1.0
+        # each residual in [-1, 1]: rounded to multiples of 2**-20 (still in [-1, 1]), summed exactly
+        q = fixed_point_step(1.0)
+        residual = np.rint(residual / q) * q
         out = np.zeros(w.shape)
-        out[:, 0] = residual.sum(axis=0)
-        for k in range(w.shape[0]):
-            out[k] += np.bincount(positions.ravel(), weights=np.repeat(residual[:, k], positions.shape[1]),
-                                  minlength=w.shape[1])
+        out[:, 0] = exact_cell_sums(np.zeros(len(codes), dtype=np.int64), residual, 1, 1.0)[0]
+        spread = np.repeat(residual, positions.shape[1], axis=0)
+        out[:, 1:] = exact_cell_sums(positions.ravel() - 1, spread, w.shape[1] - 1, 1.0).T
         return out
 
     def sensitivity(self, theta: int, distinct: tuple[str, ...] = ()) -> Sensitivity:
-        ones = len(self.columns) + 1
-        return per_row(self.describe(), 2 * ones, math.sqrt(2 * ones),
-                       f"one row adds (p - e_y) ⊗ x with ||p - e_y||_2 <= sqrt(2) (L1 <= 2) and x holding {ones} "
-                       f"ones, at most sqrt(2 * {ones}) in L2", theta, (), distinct)
+        ones, labels = len(self.columns) + 1, len(self.weights)
+        q = fixed_point_step(1.0)
+        # p - e_y in floats (each entry in [-1, 1], off by far less than q/2) rounded to multiples of q: within
+        # labels·q (L1), sqrt(labels)·q (L2) of the exact vector, whose norms are at most 2 and sqrt(2)
+        l1, l2 = 2 + labels * q, math.sqrt(2) + math.sqrt(labels) * q
+        return per_row(self.describe(), ones * l1, math.sqrt(ones) * l2,
+                       f"one row adds (p - e_y) ⊗ x with ||p - e_y||_2 <= sqrt(2) (L1 <= 2; each entry rounded to "
+                       f"a multiple of {q:.3g}: plus sqrt(labels)·q) and x holding {ones} ones, at most "
+                       f"sqrt({ones}) * {l2:.9g} in L2", theta, (), distinct)
 
     def describe(self) -> str:
         return f"logistic-loss gradient sums for {self.label} from {len(self.columns)} columns"
