@@ -8,7 +8,6 @@ plus a summary of what was outside the schema; ``settle`` reports those summarie
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,7 +17,7 @@ import pyarrow as pa
 
 from dpsyn.dataloader.encoding import Encoder
 from dpsyn.dataloader.reading import (DataError, InvalidReport, as_text, check_columns, individual_ids, is_parquet,
-                                      settle_invalid, typed_values)
+                                      settle_invalid, typed_values, withheld)
 from dpsyn.dataloader.schema import Schema
 from dpsyn.lib.marginals import code_dtype
 from dpsyn.lib.privacy.engine import Part
@@ -92,20 +91,11 @@ def join(parts: list[Part]) -> Part:
     return Part(codes, numeric, ids)
 
 
-_FIELDS = re.compile(r"Expected (\d+) fields in line \d+, saw (\d+)")
-
-
 def worker_problem(exc: BaseException, parquet: bool) -> str:
-    """What reading the private file on a Dask worker ran into, as the local reader says it and with nothing
-    of the data: pandas' "Expected 3 fields in line 30002, saw 4" becomes pyarrow's "Expected 3 columns, got 4"
-    (no row position: it is private); any other failure is named by its kind alone (its message may quote
-    cells)."""
-    fields = _FIELDS.search(str(exc))
-    if fields:
-        return (f"cannot parse as CSV: CSV parse error: Expected {fields[1]} columns, got {fields[2]} "
-                f"(row text withheld: private data)")
-    kind = "as Parquet" if parquet else "as CSV"
-    return f"cannot read {kind}: {type(exc).__name__} (details withheld: private data)"
+    """What reading the private file on a Dask worker ran into, as the local reader says it (reading.withheld:
+    pandas' "Expected 3 fields in line 30002, saw 4" becomes "Expected 3 columns, got 4"; no row position, no
+    cell text)."""
+    return withheld(exc, "Parquet" if parquet else "CSV")
 
 
 def dask_partitions(path: str | Path, label: str) -> tuple[list, bool]:

@@ -57,7 +57,23 @@ def read_header(path: str | Path) -> list[str]:
         return []
 
 
-def _parquet_batches(path: Path, what: str) -> Iterator[Columns]:
+_FIELD_COUNTS = (re.compile(r"Expected (\d+) columns, got (\d+)"),              # pyarrow
+                 re.compile(r"Expected (\d+) fields in line \d+, saw (\d+)"))    # pandas (dask's reader)
+
+
+def withheld(exc: BaseException, kind: str) -> str:
+    """What went wrong reading a private file, with nothing of its data in it: a row with the wrong number of
+    fields is named by the two counts alone; any other failure by its kind alone (readers' messages quote
+    cells, bytes, row numbers or byte offsets).  ``kind``: "CSV" or "Parquet"."""
+    for pattern in _FIELD_COUNTS:
+        counts = pattern.search(str(exc))
+        if counts:
+            return (f"cannot parse as CSV: CSV parse error: Expected {counts[1]} columns, got {counts[2]} "
+                    f"(row text withheld: private data)")
+    return f"cannot read as {kind}: {type(exc).__name__} (details withheld: private data)"
+
+
+def _parquet_batches(path: Path, what: str, private: bool) -> Iterator[Columns]:
     """Every cell of a Parquet file or folder as the text its CSV would hold (nulls empty), a batch at a time."""
     import pyarrow.dataset as ds
     try:
@@ -77,7 +93,8 @@ def _parquet_batches(path: Path, what: str) -> Iterator[Columns]:
     except (OSError, ValueError, pa.ArrowException) as exc:
         if isinstance(exc, DataError):
             raise
-        raise DataError(f"{what} {path}: cannot read as Parquet: {str(exc).splitlines()[0]}") from None
+        problem = withheld(exc, "Parquet") if private else f"cannot read as Parquet: {str(exc).splitlines()[0]}"
+        raise DataError(f"{what} {path}: {problem}") from None
 
 
 class Columns:
@@ -128,7 +145,7 @@ def column_batches(path: str | Path, what: str, private: bool = False) -> Iterat
     before the next is read and never holds a whole batch of strings; a progress bar (terminal only)."""
     path = Path(path)
     if is_parquet(path):
-        yield from _parquet_batches(path, what)
+        yield from _parquet_batches(path, what, private)
         return
     if not path.is_file():
         raise DataError(f"{what} {path}: not found or not a file")
@@ -139,10 +156,9 @@ def column_batches(path: str | Path, what: str, private: bool = False) -> Iterat
     except (OSError, ValueError, pa.ArrowException) as exc:
         if isinstance(exc, DataError):
             raise
+        if private:  # pyarrow's message may name the row ("Row #3501: ...") and quotes it
+            raise DataError(f"{what} {path}: {withheld(exc, 'CSV')}") from None
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        if private:  # pyarrow may name the row and appends its text: "Row #3501: Expected 2 columns, got 3: <row>"
-            first = re.sub(r"(got \d+): .*", r"\1 (row text withheld: private data)", first)
-            first = re.sub(r"Row #\d+: ", "", first)
         raise DataError(f"{what} {path}: cannot parse as CSV: {first}") from None
 
 

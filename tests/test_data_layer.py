@@ -237,3 +237,22 @@ def test_the_parquet_bar_counts_row_groups_never_rows(tmp_path, monkeypatch):
     text = reading.read_csv_text(tmp_path / "t.parquet", "private file", private=True)
     assert len(text) == 1003 and text["a"].tolist() == frame["a"].tolist()
     assert totals == [5]
+
+
+def test_a_private_files_read_errors_quote_nothing_of_it(tmp_path):
+    """Readers' messages quote cells ("Failed to parse string: 'Jane Doe'"), bytes and offsets: for a private
+    file the line names the kind of failure only (a public file keeps the reader's words)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from dpsyn.dataloader.reading import read_csv_text
+    folder = tmp_path / "parts"
+    folder.mkdir()
+    pq.write_table(pa.table({"pid": pa.array([1, 2]), "age": pa.array([1, 2])}), folder / "a.parquet")
+    pq.write_table(pa.table({"pid": pa.array(["Jane Doe 1970"]), "age": pa.array([3])}), folder / "b.parquet")
+    (tmp_path / "bad.csv").write_bytes(b"pid,age\n1,2\n\xffJane,3\n")
+    for path in (folder, tmp_path / "bad.csv"):
+        with pytest.raises(DataError) as caught:
+            read_csv_text(path, "private file", private=True)
+        message = str(caught.value)
+        assert "withheld" in message and "Jane" not in message and "0xff" not in message, message

@@ -39,7 +39,7 @@ def test_the_dependent_pair_is_chosen_measured_and_kept(monkeypatch):
     assert sum(c.rho for c in ledger.charges) == pytest.approx(ledger.budget, rel=1e-9)
     choice = [c for c in ledger.charges if c.step.startswith("choice of 1 of 3 pairs")]
     pairs = [c for c in ledger.charges if c.step.startswith("2-way marginal") and "G" not in c.step]
-    assert len(choice) == 1 and 2 <= choice[0].sensitivity <= 2 * (1 + 2 ** -10)
+    assert len(choice) == 1 and 2 <= choice[0].sensitivity <= 2 * (1 + 2 ** -10) + 2 ** -15  # + the scores' float-error bound
     assert [c.step for c in pairs] == ["2-way marginal X × Y"]
     assert choice[0].rho == pytest.approx(T.dependent_pairs_select_share / (1 - T.dependent_pairs_select_share)
                                           * pairs[0].rho)

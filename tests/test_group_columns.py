@@ -54,7 +54,7 @@ def test_the_column_that_differs_between_groups_is_measured_per_group(monkeypatc
     assert sum(c.rho for c in ledger.charges) == pytest.approx(ledger.budget, rel=1e-9)
     choice = [c for c in ledger.charges if c.step.startswith("choice of 1 of 3 columns")]
     per_group = [c for c in ledger.charges if c.step.startswith("2-way marginal G ×")]
-    assert len(choice) == 1 and 2 <= choice[0].sensitivity <= 2 * (1 + 2 ** -10)
+    assert len(choice) == 1 and 2 <= choice[0].sensitivity <= 2 * (1 + 2 ** -10) + 2 ** -15  # + the scores' float-error bound
     assert [c.step for c in per_group] == ["2-way marginal G × X"]
     assert choice[0].rho == pytest.approx(T.adaptive_select_share / (1 - T.adaptive_select_share)
                                           * per_group[0].rho)

@@ -225,3 +225,15 @@ def test_real_valued_sums_are_exact_sums_of_fixed_point_rows_in_any_order():
             assert Fraction(got[c, k]) == exact
     order = rng.permutation(500)
     assert np.array_equal(exact_cell_sums(cells[order], values[order], 3, 3.0), got)
+
+
+def test_a_rows_w_dot_x_is_the_same_whatever_rows_come_before_it():
+    """w·x decides a row's interval or threshold cell and its fixed-point value: it must be a function of that
+    row alone.  A BLAS product rounds some rows differently when one row is put in front of them."""
+    from dpsyn.lib.privacy.queries import row_dot
+    rng = np.random.default_rng(0)
+    x, w = rng.random((20011, 8)), rng.normal(size=(3, 8))
+    alone = row_dot(x, w)
+    for extra in (np.zeros((1, 8)), rng.random((7, 8))):
+        assert np.array_equal(row_dot(np.vstack([extra, x]), w)[len(extra):], alone)
+    assert np.array_equal(row_dot(x[::-1], w)[::-1], alone)

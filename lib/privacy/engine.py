@@ -119,7 +119,7 @@ def _bounding_frame(ids, offset: int, priority: np.ndarray, keys: np.ndarray | N
     individual's text itself (Arrow strings): the shuffle routes rows by a hash of it, but bounding groups
     them by the text (``keep_rows``), so two ids that share a hash only share a partition."""
     import pandas as pd
-    text = ids if isinstance(ids, pa.Array) else pa.array(np.asarray(ids).astype(str), pa.large_string())
+    text = ids if isinstance(ids, pa.Array) else pa.array([str(v) for v in ids], pa.large_string())
     frame = pd.DataFrame({"id": pd.arrays.ArrowExtensionArray(text),
                           "row": np.arange(offset, offset + len(ids), dtype=np.int64), "priority": priority})
     if keys is not None:
@@ -158,6 +158,11 @@ def _part_dropped(frame, theta: int, key_columns: list[str]):
     return frame["row"][drop]
 
 
+def _distributed_loggers() -> list[str]:
+    """The ``distributed`` logger and every child logger of it that exists."""
+    return ["distributed"] + [name for name in logging.root.manager.loggerDict if name.startswith("distributed.")]
+
+
 class DaskEngine:
     """Records in row partitions on a dask.distributed cluster (module doc).  ``scheduler``: the address
     of a running cluster to join; else a LocalCluster of ``jobs`` single-threaded worker processes, with
@@ -173,8 +178,9 @@ class DaskEngine:
         # distributed's own log lines are never shown: a worker's "Compute Failed" carries the failing task's
         # exception and traceback, which can name a private row's position or text.  What went wrong reaches
         # the user as the release's one error line (dataloader/private_rows.worker_problem)
-        self._log_level = logging.getLogger("distributed").level
-        logging.getLogger("distributed").setLevel(logging.CRITICAL + 1)
+        self._log_levels = {name: logging.getLogger(name).level for name in _distributed_loggers()}
+        for name in self._log_levels:  # its children too: some (distributed.client) hold levels of their own
+            logging.getLogger(name).setLevel(logging.CRITICAL + 1)
         if scheduler is None:
             # one thread a worker, numba's included: the workers are the parallelism.  The workers keep the C
             # library's own memory trimming: dask's MALLOC_TRIM_THRESHOLD_ (memory handed back to the system
@@ -280,7 +286,8 @@ class DaskEngine:
         self.client.close()
         if self._cluster is not None:
             self._cluster.close()
-        logging.getLogger("distributed").setLevel(self._log_level)
+        for name, level in self._log_levels.items():
+            logging.getLogger(name).setLevel(level)
 
 
 def make_engine(name: str, jobs: int = 1, scheduler: str | None = None):

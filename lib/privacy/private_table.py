@@ -19,6 +19,7 @@ them); tests/test_boundary.py fails if code under method/ tries to get at them.
 """
 from __future__ import annotations
 
+import math
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Mapping, Sequence
@@ -30,7 +31,7 @@ from dpsyn.lib.privacy.accounting import Ledger
 from dpsyn.lib.marginals import compact_codes
 from dpsyn.lib.privacy.engine import LocalEngine
 from dpsyn.lib.privacy.mechanisms import exponential_mechanism, gaussian_mechanism
-from dpsyn.lib.privacy.queries import QUERY_KINDS, Query, Records, Sensitivity
+from dpsyn.lib.privacy.queries import MAX_ROWS_BITS, QUERY_KINDS, Query, Records, Sensitivity
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,19 @@ class Selection:
     chosen: tuple[int, ...]
     rho: float
     label: str
+
+
+MAX_ROWS = 2 ** MAX_ROWS_BITS  # the tables the float bounds hold for (PRIVACY.md, "Floating point")
+
+
+def _score_rounding(row_l1: float, reference: np.ndarray, weight: float, penalty: float) -> float:
+    """A public bound on |computed - exact| of the score weight·(fsum |answer - reference| - penalty) on any table
+    of fewer than MAX_ROWS rows, each row adding at most ``row_l1`` to ||answer||_1: each |a - r| is rounded
+    once (relative 2**-53), fsum rounds the exact sum of those once, the penalty's subtraction and the weight's
+    product once each; four relative errors of 2**-53 on at most weight·(||answer||_1 + ||reference||_1 +
+    |penalty|), bounded with room by 2**-50 times that."""
+    mass = MAX_ROWS * row_l1 + math.fsum(np.abs(reference).ravel()) + abs(penalty)
+    return 2.0 ** -50 * weight * mass
 
 
 class PrivateTable:
@@ -224,16 +238,21 @@ workers, bounded there when they carry ids.  ``rng`` draws the noise (and the se
             if np.shape(reference) != self._shape(query):
                 raise ValueError(f"reference for {query.describe()} has shape {np.shape(reference)}, "
                                  f"not {self._shape(query)}")
-        bounds = [w * self.sensitivity(q).l1 for q, w in zip(candidates, weights)]
-        sensitivity = max(bounds)
+        l1 = [self.sensitivity(q).l1 for q in candidates]
+        bounds = [w * b for b, w in zip(l1, weights)]
+        # the float score is within float_error of the exact one (a public bound, PRIVACY.md "Floating point"):
+        # two neighbours' scores differ by at most the exact bound plus twice that
+        float_error = max(_score_rounding(b / self.theta, np.asarray(r, dtype=np.float64), w, p)
+                          for b, r, w, p in zip(l1, references, weights, penalties))
+        sensitivity = max(bounds) + 2 * float_error
         label = label or f"selection of {k} of {len(candidates)} candidates"
         reason = (f"{label}: score i is w_i(||q_i - reference_i||_1 - penalty_i); one individual moves "
                   f"||q_i||_1 by at most its L1 sensitivity, so each score by at most w_i times it "
-                  f"(largest {sensitivity:.6g})")
+                  f"(largest {max(bounds):.6g}), plus {2 * float_error:.3g} for the scores' float rounding")
 
         def scores() -> np.ndarray:
             self._count(candidates)
-            return np.array([w * (np.abs(self.__answers[q] - np.asarray(r, dtype=np.float64)).sum() - p)
+            return np.array([w * (math.fsum(np.abs(self.__answers[q] - np.asarray(r, dtype=np.float64)).ravel()) - p)
                              for q, r, w, p in zip(candidates, references, weights, penalties)])
         chosen, rho = exponential_mechanism(scores, len(candidates), sensitivity, rho, self._rng, self._ledger,
                                             label, reason, k)

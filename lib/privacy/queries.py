@@ -96,6 +96,19 @@ def fixed_point_step(bound: float) -> float:
     return 2.0 ** (math.ceil(math.log2(max(bound, 2.0 ** -60))) - FIXED_POINT_BITS)
 
 
+def row_dot(x: np.ndarray, weights) -> np.ndarray:
+    """n × r: each row's w·x for the r weight vectors (a vector: r = 1), added column by column in a fixed
+    order with numpy's elementwise operations, so that a row's value depends on that row alone.  A BLAS
+    product (``x @ w``) may round one row differently when other rows are added or moved (its blocking),
+    which would let one individual change another row's cell or fixed-point value."""
+    w = np.atleast_2d(np.asarray(weights, dtype=np.float64))
+    x = np.asarray(x, dtype=np.float64)
+    out = np.zeros((len(x), len(w)))
+    for j in range(x.shape[1]):
+        out += x[:, j:j + 1] * w[:, j]
+    return out
+
+
 def exact_cell_sums(cells: np.ndarray, values: np.ndarray, n_cells: int, bound: float) -> np.ndarray:
     """n_cells × k: per cell, the sums of the rows' ``values`` (n × k, each at most ``bound`` in magnitude),
     each value first rounded to the nearest multiple of q = ``fixed_point_step(bound)`` (one row at a time:
@@ -208,7 +221,7 @@ class Thresholds:
         k = len(sorted_t)
         out = np.empty((n_cells, len(self.directions), k), dtype=np.int64)
         for i, w in enumerate(np.asarray(self.directions, dtype=np.float64)):
-            first = np.searchsorted(sorted_t, x[keep] @ w, side="left")  # w·x <= t_j for j >= first
+            first = np.searchsorted(sorted_t, row_dot(x[keep], w)[:, 0], side="left")  # w·x <= t_j for j >= first
             counts = np.bincount(cells * (k + 1) + first, minlength=n_cells * (k + 1)).reshape(n_cells, k + 1)
             out[:, i, order] = np.cumsum(counts[:, :k], axis=1)
         return out.reshape(self.shape(records.domain))
@@ -255,7 +268,7 @@ class LinearSums:
 
     def answer(self, records: Records) -> np.ndarray:
         x = np.nan_to_num(records.scaled(self.columns), nan=0.0)
-        per_row = x @ np.asarray(self.weights, dtype=np.float64).T
+        per_row = row_dot(x, self.weights)
         out = exact_cell_sums(records.cells(self.by), per_row, records.domain.size(self.by), self.row_bound())
         return out.reshape(self.shape(records.domain))
 
@@ -432,7 +445,7 @@ class Intervals:
         x = records.scaled(self.columns)
         null = np.isnan(x).any(axis=1)
         slot = np.searchsorted(np.asarray(self.cuts, dtype=np.float64),
-                               np.nan_to_num(x) @ np.asarray(self.direction, dtype=np.float64), side="left")
+                               row_dot(np.nan_to_num(x), self.direction)[:, 0], side="left")
         slot[null] = len(self.cuts) + 1
         width = len(self.cuts) + 2
         n_cells = records.domain.size(self.by)
