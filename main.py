@@ -104,8 +104,8 @@ def build_parser() -> argparse.ArgumentParser:
                           "distinct_per_individual; 'none' for none")
     syn.add_argument("--show-private-counts", action="store_true",
                      help="say how many private rows had values outside the schema (exact private counts: the "
-                          "log is then for the curator's eyes only); by default the log names columns and "
-                          "problems but no counts")
+                          "log is then for the curator's eyes only), and an unexpected error's message; by "
+                          "default the log names columns and problems but no counts")
     syn.add_argument("--reweight", action="append", default=None, metavar="SPEC",
                      help="after synthesis, resample the rows toward noisy answers of these measures: "
                           "'moments:COLS' (means and correlations of numeric columns, each clipped to bounds "
@@ -279,7 +279,11 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # a bug or a failed worker: one line, no partial output (files are staged)
         written = committed_paths()[already:]
         state = f"the output was already committed: {', '.join(map(str, written))}" if written else "no output written"
-        print(f"error: unexpected failure ({type(exc).__name__}: {exc}); {state}", file=sys.stderr)
+        # a release's log may be shared: the message of an unexpected error can quote private values
+        withheld = args.command == "synthesize" and not getattr(args, "show_private_counts", False)
+        what = (f"{type(exc).__name__}; its message is withheld, as it may quote private data: "
+                f"--show-private-counts shows it" if withheld else f"{type(exc).__name__}: {exc}")
+        print(f"error: unexpected failure ({what}); {state}", file=sys.stderr)
         return 1
     return 2
 

@@ -132,6 +132,11 @@ def test_bad_input_and_a_failed_task_write_nothing(tmp_path, sprint2_files, clus
     monkeypatch.setattr("dpsyn.lib.privacy.engine.exact_answers", broken)
     code = main.main(["--params", str(params), "--private", str(private), "--public", str(public), "--output",
                       str(out), "--on-invalid", "clip", "--engine", cluster.scheduler_address])
+    err = capsys.readouterr().err  # the message may quote private data: only its kind
+    assert code == 1 and "RuntimeError" in err and "worker lost" not in err and "withheld" in err
+    code = main.main(["--params", str(params), "--private", str(private), "--public", str(public), "--output",
+                      str(out), "--on-invalid", "clip", "--engine", cluster.scheduler_address,
+                      "--show-private-counts"])
     assert code == 1 and "worker lost" in capsys.readouterr().err
     assert not out.parent.exists() or not any(out.parent.iterdir())
 
