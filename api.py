@@ -37,9 +37,9 @@ from pyarrow import ArrowException
 
 from dpsyn.dataloader.encoding import DEFAULT_BINS, Encoder
 from dpsyn.dataloader.draft import draft_parameters
-from dpsyn.dataloader.private_rows import BatchEncoder, check_rows, dask_partitions, join, settle, worker_problem
+from dpsyn.dataloader.private_rows import BatchEncoder, check_rows, dask_partitions, join, settle
 from dpsyn.dataloader.reading import (ON_INVALID, DataError, as_text, check_columns, column_batches, public_ranges,
-                                      read_csv_text, read_header, read_table, validate)
+                                      read_csv_text, read_header, read_table, validate, withheld)
 from dpsyn.dataloader.rules import violations
 from dpsyn.dataloader.schema import (NUMERIC, Run, Schema, SchemaError, check_distinct, delta_warnings, load_schema,
                                      parse_schema)
@@ -416,7 +416,7 @@ def _read_private(private, side: PublicSide, id_column: str | None, on_invalid: 
         except DataError:  # raised by BatchEncoder on a worker: already the local engine's line
             raise
         except (ValueError, OSError, ArrowException) as exc:  # its own message may name a private row: not shown
-            raise DataError(f"{label}: {worker_problem(exc, typed)}") from None
+            raise DataError(f"{label}: {withheld(exc, 'Parquet' if typed else 'CSV')}") from None
         settle(summaries, label, on_invalid, hide_counts=not show_private_counts)
         check_rows(sum(loaded.rows), summaries, label)
         table = EncodedTable(None, None, None, loaded)

@@ -91,13 +91,6 @@ def join(parts: list[Part]) -> Part:
     return Part(codes, numeric, ids)
 
 
-def worker_problem(exc: BaseException, parquet: bool) -> str:
-    """What reading the private file on a Dask worker ran into, as the local reader says it (reading.withheld:
-    pandas' "Expected 3 fields in line 30002, saw 4" becomes "Expected 3 columns, got 4"; no row position, no
-    cell text)."""
-    return withheld(exc, "Parquet" if parquet else "CSV")
-
-
 def dask_partitions(path: str | Path, label: str) -> tuple[list, bool]:
     """The file's partitions as dask-delayed frames (text for CSV; values for Parquet: True), read where
     they are computed; DataError when the file cannot be read."""
@@ -114,4 +107,4 @@ def dask_partitions(path: str | Path, label: str) -> tuple[list, bool]:
     except FileNotFoundError:
         raise DataError(f"{label}: not found or not a file") from None
     except (OSError, ValueError) as exc:  # dask reads a sample of the file here: its message may quote a row
-        raise DataError(f"{label}: {worker_problem(exc, is_parquet(path))}") from None
+        raise DataError(f"{label}: {withheld(exc, 'Parquet' if is_parquet(path) else 'CSV')}") from None

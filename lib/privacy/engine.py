@@ -177,7 +177,7 @@ class DaskEngine:
         self._cluster = None
         # distributed's own log lines are never shown: a worker's "Compute Failed" carries the failing task's
         # exception and traceback, which can name a private row's position or text.  What went wrong reaches
-        # the user as the release's one error line (dataloader/private_rows.worker_problem)
+        # the user as the release's one error line (dataloader/reading.withheld)
         self._log_levels = {name: logging.getLogger(name).level for name in _distributed_loggers()}
         for name in self._log_levels:  # its children too: some (distributed.client) hold levels of their own
             logging.getLogger(name).setLevel(logging.CRITICAL + 1)

@@ -120,7 +120,7 @@ def exact_cell_sums(cells: np.ndarray, values: np.ndarray, n_cells: int, bound: 
     q = fixed_point_step(bound)
     rounded = np.rint(np.asarray(values, dtype=np.float64) / q) * q
     return np.stack([np.bincount(cells, weights=rounded[:, k], minlength=n_cells)
-                     for k in range(rounded.shape[1])], axis=-1).reshape(n_cells, rounded.shape[1])
+                     for k in range(rounded.shape[1])], axis=-1)
 
 
 def _check_columns(domain: Domain, attrs: tuple[str, ...], numeric: bool | None, what: str) -> None:
@@ -551,9 +551,7 @@ class LogisticGradients:
         p = np.exp(logits - logits.max(axis=1, keepdims=True))
         residual = p / p.sum(axis=1, keepdims=True)
         residual[np.arange(len(codes)), codes[:, domain.index(self.label)]] -= 1.0
-        # each residual in [-1, 1]: rounded to multiples of 2**-20 (still in [-1, 1]), summed exactly
-        q = fixed_point_step(1.0)
-        residual = np.rint(residual / q) * q
+        # each residual in [-1, 1]: exact_cell_sums rounds it to multiples of 2**-20 (still in [-1, 1]) and adds exactly
         out = np.zeros(w.shape)
         out[:, 0] = exact_cell_sums(np.zeros(len(codes), dtype=np.int64), residual, 1, 1.0)[0]
         spread = np.repeat(residual, positions.shape[1], axis=0)
