@@ -111,3 +111,19 @@ def test_grant_gives_exactly_the_remainder_only_within_float_slack():
     with pytest.raises(BudgetExceeded):  # a charge that was not granted is refused, and nothing is recorded
         ledger.charge("unchecked", "Gaussian", 1.0, 1.0, left * 1.001)
     assert len(ledger.charges) == 1
+
+
+def test_a_counts_distance_to_a_reference_is_exact_in_any_order():
+    """Selection scores of counts: the reference rounded to the 2^-18 grid, then an exact integer sum, so the
+    distance is the correctly rounded exact one whatever the order of the cells."""
+    from fractions import Fraction
+    from dpsyn.lib.privacy.private_table import REFERENCE_GRID, _l1_distance
+    rng = np.random.default_rng(11)
+    answer = rng.integers(0, 10 ** 6, 5000)
+    reference = rng.random(5000) * 10 ** 6
+    grid = np.rint(reference * REFERENCE_GRID) / REFERENCE_GRID
+    exact = sum(abs(Fraction(int(a)) - Fraction(float(r))) for a, r in zip(answer, grid))
+    got = _l1_distance(answer, reference, float(np.abs(reference).sum()), 1.0)
+    assert got == float(exact)
+    order = rng.permutation(5000)
+    assert _l1_distance(answer[order], reference[order], float(np.abs(reference).sum()), 1.0) == got

@@ -68,15 +68,31 @@ class Selection:
 MAX_ROWS = 2 ** MAX_ROWS_BITS  # the tables the float bounds hold for (PRIVACY.md, "Floating point")
 
 
-def _score_rounding(row_l1: float, reference: np.ndarray, weight: float, penalty: float) -> float:
+def _score_rounding(row_l1: float, reference_l1: float, weight: float, penalty: float) -> float:
     """A public bound on |computed - exact| of the score weight·(fsum |answer - reference| - penalty) on any table
     of fewer than MAX_ROWS rows, each row adding at most ``row_l1`` to ||answer||_1: each |a - r| is rounded
     once (relative 2**-53), fsum rounds the exact sum of those once, the penalty's subtraction and the weight's
     product once each; four relative errors of 2**-53 on at most weight·(||answer||_1 + ||reference||_1 +
-    |penalty|), bounded with room by 2**-50 times that.  ||reference||_1 is a float sum of N non-negative terms,
+    |penalty|), bounded with room by 2**-50 times that.  ``reference_l1``, ||reference||_1, is a float sum of N non-negative terms,
     within N·2**-53 of its value in any order: times (1 + 2**-20) bounds it for fewer than 2**33 cells."""
-    mass = MAX_ROWS * row_l1 + float(np.abs(reference).sum()) * (1 + 2.0 ** -20) + abs(penalty)
+    mass = MAX_ROWS * row_l1 + reference_l1 * (1 + 2.0 ** -20) + abs(penalty)
     return 2.0 ** -50 * weight * mass
+
+
+REFERENCE_GRID = 2 ** 18  # integer answers meet references rounded to multiples of 1/REFERENCE_GRID
+
+
+def _l1_distance(answer: np.ndarray, reference: np.ndarray, reference_l1: float, row_l1: float) -> float:
+    """||answer - reference||_1 within the float error ``_score_rounding`` bounds, the same in any summation order.
+
+    Integer answers meet the public reference rounded to the nearest multiple of 1/REFERENCE_GRID (a public
+    change of the reference, so the score's sensitivity is unchanged): the distance is an exact int64 sum,
+    rounded once to float, while every partial sum stays under 2^62 (tables under MAX_ROWS rows, each adding at
+    most ``row_l1`` to ||answer||_1; ||reference||_1 = ``reference_l1``).  Other answers are summed with fsum."""
+    if answer.dtype.kind in "iu" and (MAX_ROWS * row_l1 + 2 * reference_l1 + 1) * REFERENCE_GRID < 2.0 ** 62:
+        grid = np.rint(reference * REFERENCE_GRID).astype(np.int64)
+        return float(np.abs(answer.astype(np.int64) * REFERENCE_GRID - grid).sum()) / REFERENCE_GRID
+    return math.fsum(np.abs(answer - reference).ravel())
 
 
 class PrivateTable:
@@ -243,8 +259,10 @@ workers, bounded there when they carry ids.  ``rng`` draws the noise (and the se
         bounds = [w * b for b, w in zip(l1, weights)]
         # the float score is within float_error of the exact one (a public bound, PRIVACY.md "Floating point"):
         # two neighbours' scores differ by at most the exact bound plus twice that
-        float_error = max(_score_rounding(b / self.theta, np.asarray(r, dtype=np.float64), w, p)
-                          for b, r, w, p in zip(l1, references, weights, penalties))
+        references = [np.asarray(r, dtype=np.float64) for r in references]
+        reference_l1 = [float(np.abs(r).sum()) for r in references]
+        float_error = max(_score_rounding(b / self.theta, r, w, p)
+                          for b, r, w, p in zip(l1, reference_l1, weights, penalties))
         sensitivity = max(bounds) + 2 * float_error
         label = label or f"selection of {k} of {len(candidates)} candidates"
         reason = (f"{label}: score i is w_i(||q_i - reference_i||_1 - penalty_i); one individual moves "
@@ -253,8 +271,9 @@ workers, bounded there when they carry ids.  ``rng`` draws the noise (and the se
 
         def scores() -> np.ndarray:
             self._count(candidates)
-            return np.array([w * (math.fsum(np.abs(self.__answers[q] - np.asarray(r, dtype=np.float64)).ravel()) - p)
-                             for q, r, w, p in zip(candidates, references, weights, penalties)])
+            return np.array([w * (_l1_distance(self.__answers[q], r, r1, b / self.theta) - p)
+                             for q, r, r1, b, w, p in zip(candidates, references, reference_l1, l1, weights,
+                                                          penalties)])
         chosen, rho = exponential_mechanism(scores, len(candidates), sensitivity, rho, self._rng, self._ledger,
                                             label, reason, k)
         record = Selection(candidates, chosen, rho, label)
