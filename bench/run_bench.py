@@ -50,6 +50,8 @@ Datasets:
 * sprint2: 100,000 rows of bench/sprint2_generator.py (``--sprint2-rows`` sets how many; seed 1;
   public file a fifth as many rows, seed 2), the Sprint-2 parameters: theta 7 per sim_individual_id, YEAR distinct per
   individual, groups PUMA × YEAR, no target.
+* gen_*: the generalization suite's tables (bench/generalization.py: schema from a public quarter, the rest
+  released).
 Every other dataset has one row per individual (max_records_per_individual 1).
 """
 from __future__ import annotations
@@ -71,6 +73,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench import generalization  # noqa: E402
 from dpsyn.api import release  # noqa: E402
 from dpsyn.dataloader.encoding import Encoder  # noqa: E402
 from dpsyn.dataloader.reading import public_ranges, read_csv_text, validate  # noqa: E402
@@ -241,7 +244,8 @@ def sprint2(rows: int = 100_000) -> Dataset:
 
 
 DATASETS = {"demo": demo, "demo_private_only": demo_private_only, "acs_income": acs_income, "adult": adult,
-            "adult_raw": adult_raw, "ct_drug_deaths": ct_drug_deaths, "acs_split": acs_split, "sprint2": sprint2}
+            "adult_raw": adult_raw, "ct_drug_deaths": ct_drug_deaths, "acs_split": acs_split, "sprint2": sprint2,
+            **{name: (lambda name=name: generalization.dataset(name)) for name in generalization.SUITE}}
 _DATA: Dataset | None = None  # the dataset of the current batch, inherited by forked runs
 _SHARE = T.reweight_share  # the +reweight variants' share, set by --reweight-share
 _REWEIGHT = "moments:*"  # the +reweight variants' measures, set by --reweight
