@@ -6,7 +6,7 @@ tree of the measured column sets, its log-potentials moved by mirror descent fro
 distribution toward the targets (squared error, each target weighted).  Where the targets admit a
 distribution, it converges to the one of largest entropy among those that have them: it adds no
 association the measurements do not show.  Stopped early, it stays short of noisy targets, nearer
-the uniform (method/adaptive.py MAX_ENTROPY_TOLERANCE).
+the uniform (tuning entry adaptive_max_entropy_tolerance).
 
 * :func:`junction_tree` triangulates the column sets' graph (greedy, least clique cells first) and
   joins the maximal cliques into a tree; its ``cells`` say what the beliefs take in memory.
@@ -63,13 +63,10 @@ class JunctionTree:
         return min(fits, key=lambda i: math.prod(self.sizes[c] for c in self.cliques[i]))
 
 
-def junction_tree(column_sets, columns, sizes, root=()) -> JunctionTree:
-    """A junction tree over ``columns`` whose cliques hold every set of ``column_sets``: the graph joining
-    the columns of each set, triangulated by eliminating at each step the column whose clique has fewest
-    cells, its maximal cliques joined by a maximum-weight spanning tree (weight: columns shared).  A column
-    in no set is a clique of its own.  The root is the largest clique holding every column of ``root``
-    (one of ``column_sets`` must)."""
-    sizes = tuple(int(s) for s in sizes)
+def maximal_cliques(column_sets, columns, sizes) -> list[tuple[int, ...]]:
+    """The maximal cliques of the graph joining the columns of each of ``column_sets`` (over ``columns``),
+    triangulated by eliminating at each step the column whose clique has fewest cells.  A column in no set is
+    a clique of its own."""
     adjacent = {c: set() for c in columns}
     for cols in column_sets:
         for a, b in itertools.combinations(set(cols), 2):
@@ -84,8 +81,21 @@ def junction_tree(column_sets, columns, sizes, root=()) -> JunctionTree:
             adjacent[a].add(b)
             adjacent[b].add(a)
         left.remove(v)
-    cliques = [c for i, c in enumerate(found)
-               if not any(set(c) < set(d) or (set(c) == set(d) and j < i) for j, d in enumerate(found) if j != i)]
+    return [c for i, c in enumerate(found)
+            if not any(set(c) < set(d) or (set(c) == set(d) and j < i) for j, d in enumerate(found) if j != i)]
+
+
+def tree_cells(column_sets, columns, sizes) -> int:
+    """The cells the junction tree of ``junction_tree(column_sets, columns, sizes)`` takes (its cliques')."""
+    return sum(math.prod(int(sizes[u]) for u in c) for c in maximal_cliques(column_sets, columns, sizes))
+
+
+def junction_tree(column_sets, columns, sizes, root=()) -> JunctionTree:
+    """A junction tree over ``columns`` whose cliques hold every set of ``column_sets``: the maximal cliques
+    of ``maximal_cliques`` joined by a maximum-weight spanning tree (weight: columns shared).  The root is the
+    largest clique holding every column of ``root`` (one of ``column_sets`` must)."""
+    sizes = tuple(int(s) for s in sizes)
+    cliques = maximal_cliques(column_sets, columns, sizes)
     cliques.sort(key=lambda c: (not set(root) <= set(c), -math.prod(sizes[u] for u in c)))
     parent, order, joined = [-1] * len(cliques), [0], {0}
     while len(joined) < len(cliques):  # Prim: the heaviest edge from the tree to a clique outside it

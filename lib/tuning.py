@@ -48,7 +48,7 @@ TABLE: tuple[tuple[str, Any, str], ...] = (
     ("adaptive_few_rounds_per_column", 4, "the same where every pair would be cheap to measure"),
     ("adaptive_many_rounds_per_column", 10, "the same where pairs are noisy and there are no public records"),
     ("adaptive_max_entropy_cells", 100_000,
-     "largest junction tree (cells) for the maximum-entropy estimate; above it GUM fits the records"),
+     "largest junction tree (cells) for the maximum-entropy estimate; rounds that draw from it stay within it"),
     ("adaptive_max_entropy_tolerance", 1e-7,
      "the maximum-entropy fit stops when a step lowers the loss by less than this share"),
     ("adaptive_max_entropy_steps", 1000, "the most mirror-descent steps of the maximum-entropy fit"),
@@ -135,7 +135,7 @@ TABLE: tuple[tuple[str, Any, str], ...] = (
     ("structure_rounds", 4, "passes that make derived, null-linked and group-level columns agree after synthesis"),
     # method/superquail.py
     ("superquail_synth_share", 0.6,
-     "superquail: share of that for the base synthesizer (the rest: the target's classifier)"),
+     "superquail: share of --alpha's rho for the base synthesizer (the rest: the target's classifier)"),
     ("superquail_sage_rows", 4000, "superquail: synthetic records the feature importances are computed on"),
     ("superquail_sage_permutations", 64, "superquail: permutations of the feature importances"),
     ("superquail_pseudo_count", 1.0, "superquail: pseudo-count of naive Bayes' noisy counts"),

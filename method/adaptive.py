@@ -3,8 +3,8 @@
 Spends what remains of the run's budget in three steps, every one through the private table, then
 post-processes the records (step 4):
 
-1. cheap measurements: the group counts (the write-up's share, half of it where the planner finds
-   the pairs noisy, method/planner.py POOR_GROUP_SHARE, when there are groups; pulled toward the
+1. cheap measurements: the group counts (the write-up's share, planner_poor_group_share of it where the planner
+   finds the pairs noisy, when there are groups; pulled toward the
    product of their one-way totals, method/groups.py ``smoothed_counts``) and every 1-way marginal,
    each at the first round's measuring rho (twice that where the planner finds the budget rich, four
    times without public records where it finds the pairs noisy, ``one_way_rounds``) (their sum
@@ -66,7 +66,7 @@ from dpsyn.lib.exchange import exchange_unmeasured
 from dpsyn.lib.smoothing import smooth
 from dpsyn.lib.gum import GumOptions, gum
 from dpsyn.lib.marginals import clip_and_normalise, compact_codes, count_marginal, count_marginals
-from dpsyn.lib.maxent import draw, fit, junction_tree
+from dpsyn.lib.maxent import draw, fit, junction_tree, maximal_cliques, tree_cells
 from dpsyn.lib.measurement import Target
 from dpsyn.lib.privacy.private_table import PrivateTable
 from dpsyn.lib.privacy.queries import Marginal
@@ -269,8 +269,7 @@ class Model:
         columns with their marginals too when ``with_groups``; None (nothing fitted but the marginals) where
         the tree would take over adaptive_max_entropy_cells cells or the fit does not settle in adaptive_max_entropy_steps
         steps.  Post-processing."""
-        keys = [c for c in self.noisy if c and (with_groups or self.is_global(c))]  # the targets' columns
-        columns = list(columns) + (list(self.group_idx) if with_groups else [])
+        keys, columns = self.tree_sets(columns, with_groups)
         tree = junction_tree(keys, columns, self.layout.model_sizes, root=self.group_idx if with_groups else ())
         if tree.cells > T.adaptive_max_entropy_cells:
             log.info("adaptive: the measured marginals' junction tree would take %d cells (over %d); records "
@@ -289,6 +288,22 @@ class Model:
                      T.adaptive_max_entropy_steps)
             return None
         return tree, beliefs
+
+    def tree_sets(self, columns: list[int], with_groups: bool) -> tuple[list[tuple[int, ...]], list[int]]:
+        """The column sets the maximum-entropy fit's junction tree must hold (the measured marginals', with the
+        group columns' when ``with_groups``) and its columns."""
+        keys = [c for c in self.noisy if c and (with_groups or self.is_global(c))]
+        return keys, list(columns) + (list(self.group_idx) if with_groups else [])
+
+    def within_tree(self, candidates: list[tuple[int, ...]], columns: list[int]) -> list[tuple[int, ...]]:
+        """The candidates whose measurement keeps the maximum-entropy fit's junction tree (over model columns
+        ``columns`` and the group columns) within adaptive_max_entropy_cells cells, so that measuring more never
+        forces the final records off that fit (AIM's model-size rule).  Public: keys and sizes only."""
+        keys, columns = self.tree_sets(columns, bool(self.group_idx))
+        sizes = self.layout.model_sizes
+        cliques = [set(c) for c in maximal_cliques(keys, columns, sizes)]
+        return [key for key in candidates if any(set(key) <= c for c in cliques)
+                or tree_cells(keys + [key], columns, sizes) <= T.adaptive_max_entropy_cells]
 
     def draw_groups(self, per_group: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Domain records from the maximum-entropy fit with the group columns (``fitted``): ``per_group[g]``
@@ -332,7 +347,7 @@ def measure_adaptively(private: PrivateTable, public_codes: np.ndarray | None, c
     """The fitted model after spending exactly what remains of the run's budget (module doc).
 
     ``earlier``: (column indices, noisy values, sigma) already measured (a noisy total; or the two-way
-    regime's marginals, method/dpsyn.py JOINT_GROUPS), kept in the model; a column measured there is
+    regime's marginals where method/dpsyn.py fits the group columns in the base), kept in the model; a column measured there is
     never split.  ``few_rounds``: adaptive_few_rounds_per_column rounds a column, not adaptive_rounds_per_column;
     ``many_rounds``: adaptive_many_rounds_per_column;
     ``rounds``: this many rounds instead; ``picks``: marginals measured a round (one selection of that
@@ -409,10 +424,11 @@ def measure_adaptively(private: PrivateTable, public_codes: np.ndarray | None, c
     else:
         log.info("adaptive: rounds start from %d marginals measured before, at rho %.3g each", len(earlier),
                  rho_round)
-    chosen = _rounds(private, ctx, model, other_idx, max_cells, rho_round * picks, picks)
+    max_entropy = max_entropy and not model.from_public and not model.boxes
+    chosen = _rounds(private, ctx, model, other_idx, max_cells, rho_round * picks, picks,
+                     model_idx if max_entropy else None)
     log.info("adaptive: the rounds measured %d marginals: %s", len(chosen), ", ".join(chosen) or "none")
-    fitted = model.max_entropy(model_idx, with_groups=bool(group_idx)) \
-        if max_entropy and not model.from_public and not model.boxes else None
+    fitted = model.max_entropy(model_idx, with_groups=bool(group_idx)) if max_entropy else None
     if fitted is None:
         model.refit(ctx.rng, final=True)
     elif group_idx:
@@ -430,17 +446,18 @@ def measure_adaptively(private: PrivateTable, public_codes: np.ndarray | None, c
 
 
 def _rounds(private: PrivateTable, ctx: RunContext, model: Model, other_idx: list[int], max_cells: int,
-            rho_round: float, picks: int = 1) -> list[str]:
+            rho_round: float, picks: int = 1, tree_columns: list[int] | None = None) -> list[str]:
     """AIM's rounds until the budget is spent, each choosing ``picks`` marginals; returns what each round
-    measured, in words."""
+    measured, in words.  With ``tree_columns`` (the final records come from the maximum-entropy fit over them),
+    a round chooses only among the candidates that keep its junction tree within its size (``Model.within_tree``)."""
     chosen: list[str] = []
     with progress(100, "adaptive rounds", "% of their rho", log) as bar:
-        _spend_rounds(private, ctx, model, other_idx, max_cells, rho_round, picks, chosen, bar)
+        _spend_rounds(private, ctx, model, other_idx, max_cells, rho_round, picks, chosen, bar, tree_columns)
     return chosen
 
 
 def _spend_rounds(private: PrivateTable, ctx: RunContext, model: Model, other_idx: list[int], max_cells: int,
-                  rho_round: float, picks: int, chosen: list[str], bar) -> None:
+                  rho_round: float, picks: int, chosen: list[str], bar, tree_columns: list[int] | None) -> None:
     """The rounds of ``_rounds``, appending what each measured to ``chosen`` and moving ``bar`` by the share of
     the rounds' rho spent."""
     start = private.remaining
@@ -452,6 +469,8 @@ def _spend_rounds(private: PrivateTable, ctx: RunContext, model: Model, other_id
         rho_select = T.adaptive_select_share * rho_round
         rho_measure = (rho_round - rho_select) / picks
         candidates = candidate_keys(model, other_idx, max_cells)
+        if tree_columns is not None:
+            candidates = model.within_tree(candidates, tree_columns)
         if not candidates:  # every column has one value: nothing to choose, the rest sharpens the counts
             key = tuple(model.group_idx) or model.layout.key((other_idx[0],))
             query = model.query(key)

@@ -74,8 +74,8 @@ def test_the_planners_round_choices_spend_exactly_the_budget(monkeypatch, few_ro
 
 
 def test_many_rounds_start_smaller_and_still_spend_exactly_the_budget(monkeypatch):
-    """``many_rounds``: the first round's rho is the budget over MANY_ROUNDS_PER_COLUMN rounds a column
-    instead of ROUNDS_PER_COLUMN, and the ledger still sums to the budget."""
+    """``many_rounds``: the first round's rho is the budget over T.adaptive_many_rounds_per_column rounds a column
+    instead of T.adaptive_rounds_per_column, and the ledger still sums to the budget."""
     import dataclasses
 
     import dpsyn.method.dpsyn as dpsyn
@@ -277,7 +277,7 @@ def test_the_adaptive_regime_keeps_the_group_share_of_the_regime_it_replaces():
 
 @pytest.mark.parametrize("has_public", [False, True])
 def test_where_pairs_are_noisy_the_group_counts_keep_part_of_their_share(has_public):
-    """Adaptive rounds on noisy pairs: the group counts give up (1 - POOR_GROUP_SHARE) of the write-up's share
+    """Adaptive rounds on noisy pairs: the group counts give up (1 - T.planner_poor_group_share) of the write-up's share
     to the rounds; the shares still sum to the whole budget."""
     cells, rows = (400, 400, 400), 5000
     poor = make_plan(1.0, 1, rows, True, has_public, rho=0.001, pair_cells=cells)
@@ -324,7 +324,7 @@ def _x_follows_p(n: int, rng: np.random.Generator):
 def test_rounds_measure_a_column_by_the_one_group_column_it_depends_on():
     """X depends on P and not on Y: a round measures P × X (half the cells of P × Y × X) and the
     release keeps the dependence in every group; with small groups only P × Y × X is a candidate."""
-    # 1,500 rows a group: columns by some of the group columns are candidates (SUBGROUP_ROWS)
+    # 1,500 rows a group: columns by some of the group columns are candidates (above T.adaptive_subgroup_rows)
     schema, codes = _x_follows_p(9000, np.random.default_rng(0))
     out, ledger = run_method("dpsyn", Encoder.fit(schema), codes, epsilon=2.0, groups=("P", "Y"), seed=1,
                              regime="adaptive")
@@ -356,3 +356,17 @@ def test_from_public_records_small_groups_may_be_measured_by_one_group_column():
     for group in range(3):
         assert np.mean(out[out[:, 0] == group, 2] == group) > 0.7
     assert sum(c.rho for c in ledger.charges) == pytest.approx(ledger.budget, rel=1e-9)
+
+
+def test_a_round_never_chooses_a_marginal_that_would_outgrow_the_exact_samplers_tree(monkeypatch):
+    """The rule AIM keeps: measuring more never forces the final records off the maximum-entropy fit.  With
+    pairs a-b and b-c measured, a-c closes a cycle (tree a-b-c, 1,000 cells here): over a 900-cell limit it
+    is not a candidate, while a-b again (inside a clique) and c-d (a new small clique) are."""
+    monkeypatch.setattr(T, "adaptive_max_entropy_cells", 900)
+    model = Model(("a", "b", "c", "d"), (10, 10, 10, 2), ())
+    for key in [(0, 1), (1, 2)]:
+        model.add(key, np.ones((10, 10)), 1.0)
+    kept = model.within_tree([(0, 1), (0, 2), (2, 3), (0,)], [0, 1, 2, 3])
+    assert kept == [(0, 1), (2, 3), (0,)]
+    monkeypatch.setattr(T, "adaptive_max_entropy_cells", 1_100)
+    assert model.within_tree([(0, 2)], [0, 1, 2, 3]) == [(0, 2)]

@@ -1,7 +1,7 @@
 """The maximum-entropy estimate on a junction tree (lib/maxent.py): tree, calibration, fit and draw."""
 import numpy as np
 
-from dpsyn.lib.maxent import calibrate, draw, fit, junction_tree
+from dpsyn.lib.maxent import calibrate, draw, fit, junction_tree, tree_cells
 from dpsyn.lib.measurement import Target
 
 SIZES = (3, 4, 2, 5, 3, 2)
@@ -95,3 +95,9 @@ def test_the_draw_meets_the_root_clique_to_a_record_a_cell_and_keeps_given_colum
     out = draw(tree, beliefs, given.copy(), rng, given=(4, 5))
     assert np.array_equal(out[:, [4, 5]], given[:, [4, 5]])
     assert all(out[:, c].max() < SIZES[c] for c in range(4))
+
+
+def test_tree_cells_are_the_junction_trees_cells():
+    sizes = (3, 4, 5, 2, 6)
+    for sets in ([(0, 1), (1, 2), (2, 3)], [(0, 1), (1, 2), (2, 0), (3, 4)], [(0, 1, 2), (2, 3), (3, 4), (4, 0)], []):
+        assert tree_cells(sets, range(5), sizes) == junction_tree(sets, range(5), sizes).cells
