@@ -1,5 +1,6 @@
-"""Relaxed projection (RAP++, Vietri et al. 2022, ../shared/papers): fit a relaxed table to noisy answers.
+"""Relaxed projection (RAP++, Vietri et al. 2022): fit a relaxed table to noisy answers.
 
+The paper: "Private Synthetic Data for Multitask Learning and Marginal Queries".
 The relaxed table has n rows.  A categorical column is a probability vector per row (a
 softmax of trainable logits; "frozen" columns, such as group codes, keep fixed one-hot
 rows); a numeric column is a value in [0, 1] per row plus, where the column may be null,

@@ -7,7 +7,7 @@ through the groups: a classifier trained on them learns little (ct_drug_deaths a
 Fentanyl × Any Opioid departs from independence by 3,165 rows of 7,634 in four cells; the median pair
 by 62), and a pair of two-valued columns costs no more to measure than one 1-way marginal.  So, as MST
 measures a tree of pairs, under the ``auto`` planner part of the group counts' budget (method/planner.py
-``PAIR_SHARE``) goes here: the exponential mechanism (``PrivateTable.select``, dependent_pairs_select_share of this
+planner_pair_share) goes here: the exponential mechanism (``PrivateTable.select``, dependent_pairs_select_share of this
 step's rho) picks dependent_pairs_pairs pairs by how far their counts are (L1) from the product of the noisy 1-way
 marginals scaled to the noisy total, less the expected L1 noise their own measurement would add (so a
 pair of many cells must depart further to be worth it); the rest of the rho measures them (Gaussian,

@@ -4,9 +4,9 @@ In the write-up's public regime without a public file (a small budget, with grou
 counts and 1-way marginals are measured, so every group gets every column's overall distribution.
 Yet a column's shares per group are what a per-group score reads most, and a handful of columns
 carry most of the difference between groups.  So, under the ``auto`` planner, part of the
-group counts' budget (method/planner.py ``GROUP_COLUMN_SHARE``; only where the counts stay precise enough,
-``GROUP_COUNT_NOISE``) goes here instead: the exponential
-mechanism (``PrivateTable.select``, SELECT_SHARE of this step's rho) picks group_columns_group_columns columns by
+group counts' budget (method/planner.py planner_group_column_share; only where the counts stay precise enough,
+planner_group_count_noise) goes here instead: the exponential
+mechanism (``PrivateTable.select``, adaptive_select_share of this step's rho, as in the adaptive rounds) picks group_columns_group_columns columns by
 how far their group × column counts are (L1) from the noisy group counts times their noisy overall
 distribution, less the L1 error that the noise of that reference alone explains; the rest of the rho
 measures the chosen group × column marginals (Gaussian, evenly split).  They also inform the group
@@ -36,7 +36,7 @@ def measure_group_columns(private: PrivateTable, ctx: RunContext, group_idx: lis
     """(group columns + (j,), noisy counts, noise sd) for each chosen column j (module doc).
 
     ``counts``: the released group counts (group shape); ``one_ways``: column -> its released noisy
-    1-way marginal and noise sd; both public.  Privacy cost: ``rho`` exactly (SELECT_SHARE of it on
+    1-way marginal and noise sd; both public.  Privacy cost: ``rho`` exactly (adaptive_select_share of it on
     the choice, the rest on the measurements), nothing when no column has two or more values.
     """
     names = ctx.domain.names

@@ -1,7 +1,7 @@
 """Baseline: noisy group counts and independent noisy 1-way marginals, sampled per group.
 
-The textbook construction (../shared/papers, "Synthetic data: histograms and
-marginals"): every non-group column is drawn independently from its own noisy
+The textbook construction (the chapter "Synthetic Data": a noisy histogram of each column
+sampled as a 1-way marginal): every non-group column is drawn independently from its own noisy
 1-way marginal, so correlations between columns are lost.  It is the floor every
 other method must beat.
 

@@ -136,7 +136,7 @@ def make_plan(epsilon: float, theta: int, noisy_total: float | None, has_groups:
     (planner_poor_grouped_one_way_rounds with groups),
     where the rounds are not few; there the group counts keep planner_poor_group_share of the write-up's
     group-count share, the rest going to the rounds, and without public records the rounds are
-    ``many_rounds``, method/adaptive.py MANY_ROUNDS_PER_COLUMN).  In the public regime with groups but no public
+    ``many_rounds``, method/adaptive.py adaptive_many_rounds_per_column).  In the public regime with groups but no public
     file, given ``rho`` (the auto planner) and a noisy total, planner_group_column_share of the group counts'
     share goes to ``group_column_share`` (method/group_columns.py) where the group counts' noise sd
     after that cut stays within planner_group_count_noise of the mean size of the ``n_groups`` groups; then, with two or

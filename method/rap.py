@@ -1,5 +1,6 @@
-"""RAP++ (Vietri et al. 2022, ../shared/papers): relaxed adaptive projection for mixed-type data.
+"""RAP++ (Vietri et al. 2022): relaxed adaptive projection for mixed-type data.
 
+The paper: "Private Synthetic Data for Multitask Learning and Marginal Queries".
 Numeric columns are synthesized as raw values, without bins: the method measures interval
 counts of numeric columns (cut where the current synthetic values have their quantiles) per
 value of a categorical column (mixed marginals), random linear directions over numeric columns
@@ -449,8 +450,8 @@ def _start(layout: _Layout, public: PublicData | None, sizes: np.ndarray, rows: 
 def _draw_values(m: Measurement, cuts: tuple[float, ...], n: int,
                  rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """n relaxed values drawn from noisy interval counts of one column (``cuts``: the relaxed table's;
-    negative counts as 0), uniformly within their interval ([-MARGIN, c_1], ..., [c_k, 1 + MARGIN]), and
-    null probabilities (0.9 for a draw of the null slot)."""
+    negative counts as 0), uniformly within their interval ([-m, c_1], ..., [c_k, 1 + m], m = T.relaxed_margin),
+    and null probabilities (0.9 for a draw of the null slot)."""
     counts = np.clip(np.asarray(m.noisy, dtype=np.float64).reshape(-1, len(cuts) + 2).sum(axis=0), 0, None)
     slot = rng.choice(len(counts), size=n, p=counts / counts.sum()) if counts.sum() > 0 else \
         rng.integers(0, len(counts) - 1, n)

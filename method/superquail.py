@@ -1,6 +1,6 @@
 """SuperQUAIL: a target-aware release that spends budget on what a classifier needs (``--method superquail``).
 
-After "Budget wisely and fairly" (../shared/papers/superquail-budget-wisely-and-fairly.txt), Algorithm 2,
+After Rosenblatt, Allen and Stoyanovich, "Spending Privacy Budget Wisely and Fairly", Algorithm 2 (SuperQUAIL),
 on our own synthesizer and DP classifiers:
 
 1. Budget: ``--alpha`` of the run's rho goes to DPSAGE, i.e. the base synthesizer (dpsyn, given

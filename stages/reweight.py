@@ -1,7 +1,7 @@
 """Post-processing: resample a method's synthetic rows toward noisy answers of measures the user picks.
 
 After Wang et al., "Post-processing private synthetic data for improving utility on selected
-measures" (../shared/papers/post-processing-reweighting-noisy-moments.txt).  The user names
+measures" (Wang, Sudalairaj, Henning, Greenewald and Srivastava).  The user names
 utility measures (``--reweight``):
 
 * ``moments:A,B,...``: first and second moments of numeric columns, from which their means and
@@ -286,7 +286,7 @@ def fitted_weights(blocks: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]], 
     (n × w values each row adds, the noisy answers as shares of the noisy count, their noise sd),
     ``groups`` one label per row (each group keeps its total weight), ``floor`` the least effective
     sample size.  Steps 2-3 of the module doc; post-processing of public arrays only (``rng``
-    subsamples a support larger than SUPPORT_CAP)."""
+    subsamples a support larger than ``T.tilting_support_cap`` distinct rows)."""
     matrix = np.column_stack([b[0] for b in blocks])
     n = len(matrix)
     synthetic = matrix.mean(axis=0)

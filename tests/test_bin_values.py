@@ -48,7 +48,7 @@ def test_sub_edges_give_the_first_and_last_values_and_zero_their_own_sub_bins():
 
 def test_values_inside_wide_bins_follow_the_private_rows_and_are_charged():
     """Values inside bins (the default), no public file: each numeric column's sub-bin counts are measured
-    (SHARE of rho, sensitivity theta), and synthetic values follow them: W's zeros, its 50-150 crowd and its top code,
+    (T.bin_values_share of rho, sensitivity theta), and synthetic values follow them: W's zeros, its 50-150 crowd and its top code,
     INC's zeros; the same under --seed."""
     private = frame(np.random.default_rng(0))
     (run,) = release(private, params(), None, "dpsyn", {}, seed=3, group_columns=())

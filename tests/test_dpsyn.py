@@ -58,7 +58,7 @@ def test_two_way_regime_splits_group_marginals_by_cells(tmp_path, capsys):
     assert rho["G × Z"] / rho["G × X"] == pytest.approx(1.5 ** (2 / 3), rel=1e-9)
     assert rho["X × Y"] == pytest.approx(rho["Y × Z"], rel=1e-12) == pytest.approx(rho["X × Z"], rel=1e-12)
     assert sum(rho[f"G × {c}"] for c in "XYZ") == pytest.approx(sum(rho[p] for p in ("X × Y", "X × Z", "Y × Z")),
-                                                               rel=1e-9)  # GROUP_MARGINAL_SHARE = 0.5
+                                                               rel=1e-9)  # T.dpsyn_group_marginal_share = 0.5
     assert ledger["rho_spent"] == pytest.approx(ledger["rho_budget"], rel=1e-12)
 
 
@@ -115,10 +115,10 @@ def test_groups_without_public_records_keep_pairs_with_a_column_that_differs_bet
                                                                                          max_entropy_cells, low,
                                                                                          high):
     """No public file, three groups: X depends on the group and Y copies X.  Each group keeps its own X
-    and the X = Y pair, whether the base carries the group column (two-way regime, at most dpsyn
-    JOINT_GROUPS groups), the records are drawn from the maximum-entropy fit with the group column
+    and the X = Y pair, whether the base carries the group column (two-way regime, at most
+    T.dpsyn_joint_groups groups), the records are drawn from the maximum-entropy fit with the group column
     (adaptive regime) or each base record is assigned to one group (groups.assigned_rows); rewriting X
-    per group in a random share of a base without them breaks it (ASSIGN_CELLS 0).  The same under --seed
+    per group in a random share of a base without them breaks it (T.groups_assign_cells 0).  The same under --seed
     with two jobs."""
     monkeypatch.setattr(T, "dpsyn_joint_groups", joint_groups)
     monkeypatch.setattr(T, "groups_assign_cells", assign_cells)
@@ -141,8 +141,8 @@ def test_groups_without_public_records_keep_pairs_with_a_column_that_differs_bet
 
 def test_few_groups_two_way_rounds_measure_the_triple_the_pairs_miss(tmp_path, capsys, monkeypatch):
     """Two-way regime, no public file, few groups: after every pair (and group × column) marginal, the
-    rounds spend TRIPLE_SHARE of the marginals' rho and find Z = X xor Y, which no pair shows (each pair
-    of X, Y, Z is independent); without the rounds (beyond TRIPLE_WORK) the release keeps it no better than
+    rounds spend T.dpsyn_triple_share of the marginals' rho and find Z = X xor Y, which no pair shows (each pair
+    of X, Y, Z is independent); without the rounds (beyond T.dpsyn_triple_work) the release keeps it no better than
     chance."""
     schema = {"G": {"dtype": "str", "values": ["a", "b", "c"]}, "X": {"dtype": "int", "values": [0, 1]},
               "Y": {"dtype": "int", "values": [0, 1]}, "Z": {"dtype": "int", "values": [0, 1]},

@@ -30,7 +30,7 @@ def test_without_public_records_the_planner_gives_half_the_group_share_to_group_
 
 
 def test_group_columns_take_nothing_from_group_counts_that_would_become_too_noisy():
-    """After the cut, the group counts' noise sd must stay within GROUP_COUNT_NOISE of the mean group size."""
+    """After the cut, the group counts' noise sd must stay within T.planner_group_count_noise of the mean group size."""
     rows, rho = 7600.0, 1e-4
     sigma_after = 1 / (2 * (1 - T.planner_group_column_share) * make_plan(0.1, 1, rows, True, False).group_share * rho) ** 0.5
     few = int(T.planner_group_count_noise * rows / sigma_after)  # groups at which the mean group is just large enough

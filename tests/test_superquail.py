@@ -61,7 +61,7 @@ def test_fair_variant_runs_per_group_with_the_same_accounting():
 
 
 def test_only_confident_predictions_replace_the_synthesizers_labels(monkeypatch):
-    """Without --fair the target becomes the prediction only where the classifier is CONFIDENCE sure:
+    """Without --fair the target becomes the prediction only where the classifier is T.superquail_confidence sure:
     post-processing that touches the target alone (same seed: every other column and the ledger agree)."""
     frame, params = data()
     params = dict(params, runs=params["runs"][:1])
