@@ -63,7 +63,7 @@ import numpy as np
 from dpsyn.lib.consistency import fit_to_margins, make_consistent
 from dpsyn.lib.constraints import NO_BOXES, Boxes
 from dpsyn.lib.exchange import exchange_unmeasured
-from dpsyn.lib.smoothing import smooth
+from dpsyn.lib.smoothing import denoise
 from dpsyn.lib.gum import GumOptions, gum
 from dpsyn.lib.marginals import clip_and_normalise, compact_codes, count_marginal, count_marginals
 from dpsyn.lib.maxent import draw, fit, junction_tree, maximal_cliques, tree_cells
@@ -114,7 +114,7 @@ class Model:
     total: float = 1.0
     layout: SplitColumns | None = None               # default: no column split
     ordered: dict = field(default_factory=dict)      # domain column -> its first codes in increasing order
-    smoothing: dict = field(default_factory=dict)    # domain column -> (bandwidth, risk share) of its 1-way
+    smoothing: dict = field(default_factory=dict)    # domain column -> how its 1-way was denoised, in words
     smoothed_memo: dict = field(default_factory=dict)  # model key -> (its noisy values, smoothed)
     fitted: tuple | None = None                      # the maximum-entropy fit with the group columns (joint)
     boxes: Boxes = NO_BOXES                          # the edit rules' forbidden boxes over the model's columns
@@ -150,18 +150,19 @@ class Model:
         self.total = float(consistent[0].sum())
 
     def smoothed(self, key: tuple[int, ...]) -> tuple[np.ndarray, float]:
-        """The noisy marginal of model key ``key`` and its noise sd, an exact 1-way marginal of an ordered
-        column smoothed along its ordered codes (lib/smoothing.py) when the records started from independent
-        draws.  From public records it is not used, though the risk estimate is unbiased: the public records'
-        1-way shapes already carry what smoothing would add, and its bias remains.  Post-processing."""
+        """The noisy marginal of model key ``key`` and its noise sd, an exact 1-way marginal smoothed along its
+        ordered codes or shrunk toward flat where the risk estimate says that pays (lib/smoothing.py ``denoise``)
+        when the records started from independent draws.  From public records it is not used, though the risk
+        estimate is unbiased: the public records' 1-way shapes already carry what smoothing would add, and its
+        bias remains.  Post-processing."""
         values, sigma = self.noisy[key]
         cols = self.layout.columns(key)
-        if self.from_public or len(cols) != 1 or self.layout.coarse(key) or not self.ordered.get(cols[0]):
+        if self.from_public or len(cols) != 1 or self.layout.coarse(key):
             return values, sigma
         memo = self.smoothed_memo.get(key)
         if memo is None or memo[0] is not values:  # smoothed again only when measured again
-            out, bandwidth, share = smooth(self.layout.to_query(key, values), sigma, self.ordered[cols[0]])
-            self.smoothing[cols[0]] = (bandwidth, share)
+            out, done = denoise(self.layout.to_query(key, values), sigma, self.ordered.get(cols[0], 0))
+            self.smoothing[cols[0]] = done
             memo = self.smoothed_memo[key] = (values, self.layout.from_query(key, out))
         return memo[1], sigma
 
@@ -435,11 +436,10 @@ def measure_adaptively(private: PrivateTable, public_codes: np.ndarray | None, c
         model.fitted = fitted
     else:
         model.records = draw(*fitted, np.zeros_like(model.records), ctx.rng)
-    smoothed = {j: v for j, v in model.smoothing.items() if v[0]}
+    smoothed = {j: done for j, done in model.smoothing.items() if done}
     if smoothed:
-        log.info("adaptive: noisy 1-way marginals smoothed along their ordered codes (post-processing): %s",
-                 ", ".join(f"{names[j]} (bandwidth {b:g} codes; estimated squared error {r:.2f} of the noise's)"
-                           for j, (b, r) in smoothed.items()))
+        log.info("adaptive: noisy 1-way marginals smoothed or shrunk toward flat (post-processing): %s",
+                 ", ".join(f"{names[j]} ({done})" for j, done in smoothed.items()))
     if fitted is None and not model.from_public:
         model.exchange_unmeasured(model_idx, ctx.rng)
     return model

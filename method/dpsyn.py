@@ -37,6 +37,7 @@ from dpsyn.lib.measurement import Target
 from dpsyn.lib.privacy.plan import Node
 from dpsyn.lib.privacy.private_table import PrivateTable
 from dpsyn.lib.privacy.queries import DependencyScores, Marginal
+from dpsyn.lib.smoothing import denoise
 from dpsyn.lib.tuning import T
 from dpsyn.method.base import Method, PublicData, RunContext, SynthesisResult, option, spread
 from dpsyn.method.dependent_pairs import measure_dependent_pairs
@@ -235,6 +236,8 @@ def _targets(private: PrivateTable, public_codes, ctx: RunContext, options: Dpsy
             queries = pairs if plan.regime == TWO_WAY and pairs else [(j,) for j in other_idx]
             rhos = [share / len(queries)] * len(queries)
         measured += _measure(private, ctx, queries, rhos)
+    if public_codes is None:
+        measured = _denoised(ctx, measured)
     one_ways = {cols[0]: (values, sigma) for cols, values, sigma in measured if len(cols) == 1}
     if plan.group_column_share > 0:
         counts = next(values for cols, values, _ in noisy if cols == tuple(group_idx))
@@ -246,6 +249,22 @@ def _targets(private: PrivateTable, public_codes, ctx: RunContext, options: Dpsy
         scale = common_total([v for _, v, _ in noisy + measured], [s for _, _, s in noisy + measured])
         public = [(cols, v * scale / max(v.sum(), 1.0), s) for cols, v, s in public]
     return measured + public
+
+
+def _denoised(ctx: RunContext, measured: list[tuple]) -> list[tuple]:
+    """``measured`` with each noisy 1-way marginal smoothed along its ordered codes or shrunk toward flat where
+    Stein's risk estimate says that pays (lib/smoothing.py ``denoise``; at a tiny budget, noise that swamps a
+    column's shape).  Post-processing: no privacy cost."""
+    names, out, done = ctx.domain.names, [], []
+    for cols, values, sigma in measured:
+        if len(cols) == 1:
+            values, how = denoise(values, sigma, ctx.domain.ordered.get(names[cols[0]], 0))
+            if how:
+                done.append(f"{names[cols[0]]} ({how})")
+        out.append((cols, values, sigma))
+    if done:
+        log.info("dpsyn: noisy 1-way marginals smoothed or shrunk toward flat (post-processing): %s", ", ".join(done))
+    return out
 
 
 def _select(private: PrivateTable, ctx: RunContext, other_idx, share: float) -> tuple[list, list[float]]:

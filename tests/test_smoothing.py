@@ -1,9 +1,11 @@
-"""Smoothing noisy 1-way marginals of ordered columns (lib/smoothing.py) and where the release uses it."""
+"""Smoothing noisy 1-way marginals of ordered columns, shrinking swamped ones toward flat (lib/smoothing.py), and
+where the release uses them."""
 import numpy as np
+import pytest
 
 from dpsyn.dataloader.encoding import Encoder
 from dpsyn.dataloader.schema import parse_schema
-from dpsyn.lib.smoothing import kernel, smooth
+from dpsyn.lib.smoothing import denoise, kernel, shrink, smooth
 from dpsyn.lib.tuning import T
 from dpsyn.method.adaptive import Model
 
@@ -80,3 +82,32 @@ def test_the_adaptive_model_smooths_ordered_one_way_marginals_only_without_publi
     unordered = Model(("code",), (60,), (), ordered={0: 0})
     unordered.add((0,), noisy, 100.0)
     assert np.array_equal(unordered.smoothed((0,))[0], noisy)
+
+
+def test_shrinking_takes_the_weight_that_minimises_steins_risk_estimate():
+    """Brute force on a small grid of weights: the closed form is the grid's best, and it keeps the total."""
+    rng = np.random.default_rng(8)
+    sigma = 30.0
+    for x in (np.full(12, 100.0), np.linspace(0, 400, 12)):
+        y = x + rng.normal(0, sigma, x.size)
+        out, weight, share = shrink(y, sigma)
+        grid = np.linspace(0, 1, 10001)
+        risk = [((y - (w * y + (1 - w) * y.mean())) ** 2).sum() + 2 * sigma ** 2 * (w * y.size + 1 - w)
+                - y.size * sigma ** 2 for w in grid]
+        best = grid[int(np.argmin(risk))]
+        if share <= T.smoothing_risk_share:
+            assert abs(weight - best) < 1e-3 and out.sum() == pytest.approx(y.sum())
+        else:
+            assert weight == 1.0 and np.array_equal(out, y)
+
+
+def test_noise_that_swamps_a_flat_column_is_shrunk_away_and_a_clear_shape_is_kept():
+    rng = np.random.default_rng(9)
+    flat = np.full(20, 50.0)
+    noisy = flat + rng.normal(0, 200, 20)
+    out, weight, share = shrink(noisy, 200.0)
+    assert weight < 0.3 and share <= T.smoothing_risk_share
+    assert np.abs(out - flat).sum() < 0.3 * np.abs(noisy - flat).sum()
+    shaped = np.array([5000.0, 0, 0, 3000, 0, 0, 2000, 0, 0, 0]) + rng.normal(0, 10, 10)
+    assert np.array_equal(shrink(shaped, 10.0)[0], shaped)
+    assert denoise(shaped, 10.0, 0) == (pytest.approx(shaped), "")
