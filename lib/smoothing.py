@@ -56,25 +56,28 @@ def smooth(values: np.ndarray, sigma: float, ordered: int) -> tuple[np.ndarray, 
     return np.concatenate([best, values[ordered:]]), best_bandwidth, best_share
 
 
-def shrink(values: np.ndarray, sigma: float) -> tuple[np.ndarray, float, float]:
-    """``values`` (noisy counts, Gaussian noise of sd ``sigma`` per cell) pulled toward their mean (the flat
-    histogram of the same total) by the positive-part James–Stein weight w = max(0, 1 − (n−1)σ²/||y − ȳ||²),
-    the weight that minimises Stein's unbiased risk estimate of the linear smoother w·y + (1 − w)·ȳ.  Where the
-    noise swamps the differences between cells (a column's 1-way marginal at a tiny budget), its spikes are
-    noise and the flat shape is the better guess; where it does not, w is near 1.  Returns (counts, w, the
-    estimated squared error over the unshrunk one); w = 1 and the counts unchanged where that share is above
-    smoothing_risk_share.  Post-processing: no privacy cost."""
+def shrink(values: np.ndarray, sigma: float, toward: np.ndarray | None = None) -> tuple[np.ndarray, float, float]:
+    """``values`` (noisy counts, Gaussian noise of sd ``sigma`` per cell) pulled toward a prior guess m by the
+    positive-part James–Stein weight, the weight w that minimises Stein's unbiased risk estimate of the smoother
+    m + w·(y − m), where m is the guess's shape p scaled to the answer's own total: ``toward`` (a public shape)
+    or by default the flat histogram.  Either way m = p·(1ᵀy) follows y along one direction, so the smoother's
+    divergence is 1 + w(n−1) and w = max(0, 1 − (n−1)σ²/||y − m||²).  Where the noise swamps the answer's departures from the guess (a
+    1-way marginal at a tiny budget), its spikes are noise and the guess is the better estimate; where it does
+    not, w is near 1.  Returns (counts, w, the estimated squared error over the unshrunk one); w = 1 and the
+    counts unchanged where that share is above smoothing_risk_share.  Post-processing: no privacy cost."""
     values = np.asarray(values, dtype=np.float64)
     n = values.size
     if n < 3 or not sigma > 0:
         return values, 1.0, 1.0
-    spread = float(((values - values.mean()) ** 2).sum())
+    shape = np.ones(values.shape) if toward is None else np.asarray(toward, dtype=np.float64)
+    guess = shape * (values.sum() / shape.sum()) if shape.sum() > 0 else np.full(values.shape, values.mean())
+    spread = float(((values - guess) ** 2).sum())
     weight = max(0.0, 1.0 - (n - 1) * sigma ** 2 / spread) if spread > 0 else 0.0
     base = n * sigma ** 2
-    share = ((1 - weight) ** 2 * spread + 2 * sigma ** 2 * (weight * n + 1 - weight) - base) / base
+    share = ((1 - weight) ** 2 * spread + 2 * sigma ** 2 * (1 + weight * (n - 1)) - base) / base
     if share > T.smoothing_risk_share:
         return values, 1.0, share
-    return weight * values + (1 - weight) * values.mean(), weight, share
+    return guess + weight * (values - guess), weight, share
 
 
 def denoise(values: np.ndarray, sigma: float, ordered: int) -> tuple[np.ndarray, str]:

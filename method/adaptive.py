@@ -63,7 +63,7 @@ import numpy as np
 from dpsyn.lib.consistency import fit_to_margins, make_consistent
 from dpsyn.lib.constraints import NO_BOXES, Boxes
 from dpsyn.lib.exchange import exchange_unmeasured
-from dpsyn.lib.smoothing import denoise
+from dpsyn.lib.smoothing import denoise, shrink
 from dpsyn.lib.gum import GumOptions, gum
 from dpsyn.lib.marginals import clip_and_normalise, compact_codes, count_marginal, count_marginals
 from dpsyn.lib.maxent import draw, fit, junction_tree, maximal_cliques, tree_cells
@@ -114,10 +114,12 @@ class Model:
     total: float = 1.0
     layout: SplitColumns | None = None               # default: no column split
     ordered: dict = field(default_factory=dict)      # domain column -> its first codes in increasing order
-    smoothing: dict = field(default_factory=dict)    # domain column -> how its 1-way was denoised, in words
+    smoothing: dict = field(default_factory=dict)    # model key -> how its noisy values were denoised, in words
     smoothed_memo: dict = field(default_factory=dict)  # model key -> (its noisy values, smoothed)
+    public_memo: dict = field(default_factory=dict)    # model key -> the public records' counts
     fitted: tuple | None = None                      # the maximum-entropy fit with the group columns (joint)
     boxes: Boxes = NO_BOXES                          # the edit rules' forbidden boxes over the model's columns
+    public: np.ndarray | None = None                 # the public records (model layout), a prior for every marginal
 
     def __post_init__(self):
         if self.layout is None:
@@ -150,21 +152,37 @@ class Model:
         self.total = float(consistent[0].sum())
 
     def smoothed(self, key: tuple[int, ...]) -> tuple[np.ndarray, float]:
-        """The noisy marginal of model key ``key`` and its noise sd, an exact 1-way marginal smoothed along its
-        ordered codes or shrunk toward flat where the risk estimate says that pays (lib/smoothing.py ``denoise``)
-        when the records started from independent draws.  From public records it is not used, though the risk
-        estimate is unbiased: the public records' 1-way shapes already carry what smoothing would add, and its
-        bias remains.  Post-processing."""
+        """The noisy marginal of model key ``key`` and its noise sd, pulled toward a guess where Stein's risk
+        estimate says that pays (lib/smoothing.py): with public records, every marginal toward the public records'
+        own (``shrink``: the public file as the prior, kept only as far as the noisy answer agrees with it);
+        without, an exact 1-way marginal smoothed along its ordered codes or shrunk toward flat (``denoise``).
+        Post-processing."""
         values, sigma = self.noisy[key]
         cols = self.layout.columns(key)
-        if self.from_public or len(cols) != 1 or self.layout.coarse(key):
-            return values, sigma
         memo = self.smoothed_memo.get(key)
-        if memo is None or memo[0] is not values:  # smoothed again only when measured again
+        if memo is not None and memo[0] is values:  # smoothed again only when measured again
+            return memo[1], sigma
+        if self.public is not None:
+            out, weight, share = shrink(values, sigma, self.public_shape(key))
+            done = f"{1 - weight:.0%} toward the public records', estimated squared error {share:.2f} of the noise's" \
+                if weight < 1 else ""
+        elif self.from_public or len(cols) != 1 or self.layout.coarse(key):
+            return values, sigma
+        else:
             out, done = denoise(self.layout.to_query(key, values), sigma, self.ordered.get(cols[0], 0))
-            self.smoothing[cols[0]] = done
-            memo = self.smoothed_memo[key] = (values, self.layout.from_query(key, out))
-        return memo[1], sigma
+            out = self.layout.from_query(key, out)
+        self.smoothing[key] = done
+        self.smoothed_memo[key] = (values, out)
+        return out, sigma
+
+    def public_shape(self, key: tuple[int, ...]) -> np.ndarray:
+        """The public records' counts over model key ``key`` (records with a code in every one of its columns).
+        Public: no privacy cost."""
+        if key not in self.public_memo:
+            rows = self.public[:, list(key)]
+            rows = rows[(rows >= 0).all(axis=1)]
+            self.public_memo[key] = count_marginal(rows, tuple(self.layout.model_sizes[j] for j in key))
+        return self.public_memo[key]
 
     def refit(self, rng: np.random.Generator, final: bool = False) -> None:
         """``fit_marginals``, then GUM on the records toward the global consistent marginals: a round's
@@ -267,9 +285,9 @@ class Model:
     def max_entropy(self, columns: list[int], with_groups: bool = False) -> tuple | None:
         """The consistent marginals fitted in full, then the maximum-entropy distribution with them
         (lib/maxent.py: its junction tree and calibrated beliefs) over model columns ``columns``, and the group
-        columns with their marginals too when ``with_groups``; None (nothing fitted but the marginals) where
-        the tree would take over adaptive_max_entropy_cells cells or the fit does not settle in adaptive_max_entropy_steps
-        steps.  Post-processing."""
+        columns with their marginals too when ``with_groups``, after at most adaptive_max_entropy_steps steps;
+        None (nothing fitted but the marginals) where the tree would take over adaptive_max_entropy_cells cells.
+        Post-processing."""
         keys, columns = self.tree_sets(columns, with_groups)
         tree = junction_tree(keys, columns, self.layout.model_sizes, root=self.group_idx if with_groups else ())
         if tree.cells > T.adaptive_max_entropy_cells:
@@ -284,10 +302,9 @@ class Model:
         weights = [(self.total / self.noisy[c][1]) ** 2 for c, _ in targets]
         beliefs, settled = fit(tree, [Target(c, v, weight=w) for (c, v), w in zip(targets, weights)],
                                iterations=T.adaptive_max_entropy_steps, tolerance=T.adaptive_max_entropy_tolerance)
-        if not settled:
-            log.info("adaptive: the maximum-entropy fit did not settle in %d steps; records fitted by GUM instead",
+        if not settled:  # private-pgm's estimators stop at a fixed number of steps too
+            log.info("adaptive: the maximum-entropy fit stopped at %d steps before it settled; records drawn from it",
                      T.adaptive_max_entropy_steps)
-            return None
         return tree, beliefs
 
     def tree_sets(self, columns: list[int], with_groups: bool) -> tuple[list[tuple[int, ...]], list[int]]:
@@ -378,7 +395,8 @@ def measure_adaptively(private: PrivateTable, public_codes: np.ndarray | None, c
     candidates = [j for j in other_idx if j not in kept_whole | measured] if public_codes is None else []
     layout = SplitColumns.choose(sizes, candidates, at_null=[j for j in candidates if names[j] in ctx.domain.nullable]
                                  if many_rounds else ())
-    model = Model(names, sizes, tuple(group_idx), from_public=public_codes is not None, layout=layout,
+    public = layout.encode(public_codes) if public_codes is not None else None
+    model = Model(names, sizes, tuple(group_idx), from_public=public is not None, layout=layout, public=public,
                   ordered={j: ctx.domain.ordered.get(names[j], 0) for j in other_idx},
                   boxes=layout.boxes(ctx.boxes))
     for cols, values, sigma in earlier:
@@ -410,7 +428,6 @@ def measure_adaptively(private: PrivateTable, public_codes: np.ndarray | None, c
                  ", ".join(f"{names[j]} ({sizes[j]} codes, " + ("null or not)" if layout.at_null(j) else
                                                                  f"in {layout.widths[j]}s)") for j in layout.split))
     model_idx = list(other_idx) + [layout.offset(j) for j in layout.split]
-    public = layout.encode(public_codes) if public_codes is not None else None
     rich = rich and public is not None and bool(group_idx)  # groups drawn by raking, rich budget
     n = base_size(model.total, rich=rich) if per_row is None else base_size(model.total, rich=True, per_row=per_row)
     # kept as compact_codes gives them: GUM moves them, and the rounds count them, in that layout
@@ -436,10 +453,10 @@ def measure_adaptively(private: PrivateTable, public_codes: np.ndarray | None, c
         model.fitted = fitted
     else:
         model.records = draw(*fitted, np.zeros_like(model.records), ctx.rng)
-    smoothed = {j: done for j, done in model.smoothing.items() if done}
+    smoothed = {key: done for key, done in model.smoothing.items() if done}
     if smoothed:
-        log.info("adaptive: noisy 1-way marginals smoothed or shrunk toward flat (post-processing): %s",
-                 ", ".join(f"{names[j]} ({done})" for j, done in smoothed.items()))
+        log.info("adaptive: noisy marginals smoothed or shrunk toward a guess (post-processing): %s",
+                 ", ".join(f"{model.query(key).columns_text()} ({done})" for key, done in smoothed.items()))
     if fitted is None and not model.from_public:
         model.exchange_unmeasured(model_idx, ctx.rng)
     return model

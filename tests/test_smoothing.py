@@ -78,7 +78,7 @@ def test_the_adaptive_model_smooths_ordered_one_way_marginals_only_without_publi
         values, sigma = model.smoothed((0,))
         assert sigma == 100.0
         assert np.array_equal(values, noisy) == from_public
-        assert (0 in model.smoothing) != from_public
+        assert ((0,) in model.smoothing) != from_public
     unordered = Model(("code",), (60,), (), ordered={0: 0})
     unordered.add((0,), noisy, 100.0)
     assert np.array_equal(unordered.smoothed((0,))[0], noisy)
@@ -111,3 +111,23 @@ def test_noise_that_swamps_a_flat_column_is_shrunk_away_and_a_clear_shape_is_kep
     shaped = np.array([5000.0, 0, 0, 3000, 0, 0, 2000, 0, 0, 0]) + rng.normal(0, 10, 10)
     assert np.array_equal(shrink(shaped, 10.0)[0], shaped)
     assert denoise(shaped, 10.0, 0) == (pytest.approx(shaped), "")
+
+
+def test_from_public_records_a_noisy_marginal_is_pulled_toward_the_public_one_only_as_far_as_its_noise_says():
+    """The public file as the prior: a noisy marginal close to the public records' own (scaled to its total) is
+    pulled most of the way to it; one that departs from it by far more than the noise is left as measured."""
+    rng = np.random.default_rng(12)
+    public = np.repeat(np.arange(10), np.arange(1, 11) * 10)[:, None].astype(np.int32)  # code k: 10(k + 1) rows
+    shape = np.arange(1, 11) * 10.0
+    like = shape * 20 + rng.normal(0, 300, 10)
+    unlike = shape[::-1] * 20 + rng.normal(0, 5, 10)
+    for noisy, sigma, moved in ((like, 300.0, True), (unlike, 5.0, False)):
+        model = Model(("a",), (10,), (), from_public=True, public=public)
+        model.add((0,), noisy, sigma)
+        values, _ = model.smoothed((0,))
+        guess = shape * noisy.sum() / shape.sum()
+        if moved:
+            assert np.abs(values - guess).sum() < 0.5 * np.abs(noisy - guess).sum()
+            assert np.abs(values - shape * 20).sum() < np.abs(noisy - shape * 20).sum()
+        else:
+            assert np.array_equal(values, noisy) and not model.smoothing[(0,)]

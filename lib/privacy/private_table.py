@@ -74,7 +74,10 @@ def _score_rounding(row_l1: float, reference_l1: float, weight: float, penalty: 
     once (relative 2**-53), fsum rounds the exact sum of those once, the penalty's subtraction and the weight's
     product once each; four relative errors of 2**-53 on at most weight·(||answer||_1 + ||reference||_1 +
     |penalty|), bounded with room by 2**-50 times that.  ``reference_l1``, ||reference||_1, is a float sum of N non-negative terms,
-    within N·2**-53 of its value in any order: times (1 + 2**-20) bounds it for fewer than 2**33 cells."""
+    within N·2**-53 of its value in any order: times (1 + 2**-20) bounds it for fewer than 2**33 cells.  Integer
+    answers (``_l1_distance``) take three roundings (the int64 sum to float, the penalty, the weight) on
+    weight·(||answer||_1 + ||rounded reference||_1 + |penalty|), the rounded reference at most twice the
+    reference: 6·2**-53 of the same mass, inside the bound."""
     mass = MAX_ROWS * row_l1 + reference_l1 * (1 + 2.0 ** -20) + abs(penalty)
     return 2.0 ** -50 * weight * mass
 
@@ -82,14 +85,18 @@ def _score_rounding(row_l1: float, reference_l1: float, weight: float, penalty: 
 REFERENCE_GRID = 2 ** 18  # integer answers meet references rounded to multiples of 1/REFERENCE_GRID
 
 
-def _l1_distance(answer: np.ndarray, reference: np.ndarray, reference_l1: float, row_l1: float) -> float:
+def _l1_distance(answer: np.ndarray, reference: np.ndarray, reference_l1: float, row_l1: float,
+                 integer: bool) -> float:
     """||answer - reference||_1 within the float error ``_score_rounding`` bounds, the same in any summation order.
 
-    Integer answers meet the public reference rounded to the nearest multiple of 1/REFERENCE_GRID (a public
-    change of the reference, so the score's sensitivity is unchanged): the distance is an exact int64 sum,
-    rounded once to float, while every partial sum stays under 2^62 (tables under MAX_ROWS rows, each adding at
-    most ``row_l1`` to ||answer||_1; ||reference||_1 = ``reference_l1``).  Other answers are summed with fsum."""
-    if answer.dtype.kind in "iu" and (MAX_ROWS * row_l1 + 2 * reference_l1 + 1) * REFERENCE_GRID < 2.0 ** 62:
+    ``integer`` (public: the query kind's) answers meet the public reference rounded to the nearest multiple of
+    1/REFERENCE_GRID (a public change of the reference, so the score's sensitivity is unchanged): the distance is
+    an exact int64 sum, rounded once to float, while the public bound on its total (tables under MAX_ROWS rows,
+    each adding at most ``row_l1`` to ||answer||_1; ||reference||_1 = ``reference_l1``, the rounded one at most
+    twice that) checks under 2^62, so every partial sum is under 2^63.  Other answers are summed with fsum."""
+    if integer and (MAX_ROWS * row_l1 + 2 * reference_l1 + 1) * REFERENCE_GRID < 2.0 ** 62:
+        if answer.dtype.kind not in "iu":
+            raise TypeError("an integer query's answer is not held in integers")
         grid = np.rint(reference * REFERENCE_GRID).astype(np.int64)
         return float(np.abs(answer.astype(np.int64) * REFERENCE_GRID - grid).sum()) / REFERENCE_GRID
     return math.fsum(np.abs(answer - reference).ravel())
@@ -271,7 +278,7 @@ workers, bounded there when they carry ids.  ``rng`` draws the noise (and the se
 
         def scores() -> np.ndarray:
             self._count(candidates)
-            return np.array([w * (_l1_distance(self.__answers[q], r, r1, b / self.theta) - p)
+            return np.array([w * (_l1_distance(self.__answers[q], r, r1, b / self.theta, type(q).integer) - p)
                              for q, r, r1, b, w, p in zip(candidates, references, reference_l1, l1, weights,
                                                           penalties)])
         chosen, rho = exponential_mechanism(scores, len(candidates), sensitivity, rho, self._rng, self._ledger,
