@@ -37,7 +37,8 @@ TABLE: tuple[tuple[str, Any, str], ...] = (
     # lib/smoothing.py
     ("smoothing_bandwidths", (0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0),
      "kernel sds, in codes, that the smoothing of an ordered 1-way marginal chooses among"),
-    ("smoothing_risk_share", 0.5, "smooth only where the risk estimate is at most this share of the unsmoothed error"),
+    ("smoothing_risk_share", 0.5,
+     "smooth or shrink a noisy marginal only where the risk estimate is at most this share of its error"),
     # lib/tilting.py
     ("tilting_support_cap", 4000, "distinct synthetic rows the reweighting's denoising fit works on at most"),
     ("tilting_iterations", 50, "proximal Newton steps of the tilt at most"),
