@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGE_FILES = ("pyproject.toml", "README.md", "__init__.py", "api.py", "budget.py", "main.py", "lib", "method",
+PACKAGE_FILES = ("pyproject.toml", "README.md", "__init__.py", "__main__.py", "api.py", "budget.py", "main.py", "lib", "method",
                  "stages", "dataloader", "evaluation")
 
 
@@ -49,6 +49,8 @@ def test_command_runs_from_an_empty_folder(installed):
                           capture_output=True, text=True)
     assert plan.returncode == 0, plan.stderr
     assert "run eps=0.1" in plan.stdout
+    module = subprocess.run([bin_ / "python", "-m", "dpsyn", "--help"], cwd=empty, capture_output=True, text=True)
+    assert module.returncode == 0 and module.stdout == help_.stdout  # python -m dpsyn is the same command
 
 
 def test_import_releases_with_the_core_install_only(installed, sprint2_files, tmp_path):
