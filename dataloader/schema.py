@@ -40,6 +40,8 @@ INTEGER_DTYPES = {"int", "int8", "int16", "int32", "int64", "uint8", "uint16", "
 FLOAT_DTYPES = {"float", "float32", "float64", "double"}
 STRING_DTYPES = {"str", "string", "object"}
 MAX_MAGNITUDE = float(2 ** 53)  # the largest |value| a numeric column may hold: float64 holds every integer to here
+# a parameters file's own keys ("review": the notes `dpsyn schema draft` writes for its reader, never read)
+TOP_KEYS = {"runs", "schema", "constraints", "distinct_per_individual", "review"}
 KNOWN_KEYS = {"dtype", "values", "min", "max", "bins", "null", "precision", "function_of", "constant_within"}
 
 
@@ -172,6 +174,8 @@ def parse_schema(raw: object) -> Schema:
     for key in ("runs", "schema"):
         if key not in raw:
             problems.append(f"parameters: missing \"{key}\"")
+    for key in sorted(set(raw) - TOP_KEYS, key=str):  # a misspelt declaration must not vanish without a word
+        problems.append(f"parameters: unknown key \"{key}\" (known: {', '.join(sorted(TOP_KEYS))})")
     runs = _parse_runs(raw.get("runs", []), problems)
     columns = _parse_columns(raw.get("schema", {}), problems)
     by_name = {c.name: c for c in columns}

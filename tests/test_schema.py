@@ -1,4 +1,6 @@
 """Parsing and validating parameters files."""
+import json
+
 import pytest
 
 from dpsyn.dataloader.schema import CATEGORICAL, NUMERIC, SchemaError, load_schema, parse_schema
@@ -71,3 +73,19 @@ def test_malformed_json_and_missing_file(tmp_path):
         load_schema(bad)
     with pytest.raises(SchemaError, match="cannot read parameters file"):
         load_schema(tmp_path / "missing.json")
+
+
+def test_an_unknown_top_level_key_is_an_error_one_line_exit_2(tmp_path, capsys):
+    """A misspelt declaration ("distinct_per_individuals") would otherwise vanish without a word."""
+    raw = {"runs": [{"epsilon": 1, "delta": 1e-9, "max_records": 10, "max_records_per_individual": 1}],
+           "schema": {"A": {"values": [1, 2]}}, "distinct_per_individuals": ["A"]}
+    with pytest.raises(SchemaError) as err:
+        parse_schema(raw)
+    assert err.value.problems == ['parameters: unknown key "distinct_per_individuals" (known: constraints, '
+                                  'distinct_per_individual, review, runs, schema)']
+    params = tmp_path / "params.json"
+    params.write_text(json.dumps(raw))
+    from dpsyn.main import main
+    assert main(["plan", "--params", str(params)]) == 2
+    err_lines = capsys.readouterr().err.strip().splitlines()
+    assert len(err_lines) == 1 and 'unknown key "distinct_per_individuals"' in err_lines[0]
