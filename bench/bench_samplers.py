@@ -4,7 +4,7 @@
 
 For each scale: seconds to draw ``--cells`` discrete Gaussian samples (after one warm-up
 call that compiles the kernels), the χ² goodness-of-fit p-value of those samples against
-the exact distribution (lib/audit.chi_square_gof; blocks of sigma/8 integers above
+the exact distribution (tests/privacy_audit.chi_square_gof; blocks of sigma/8 integers above
 sigma = 8), and the sample variance over the exact variance.  The same for the discrete
 Laplace sampler.  When the optional ``opendp`` package is installed
 (requirements-bench.txt), the time of its integer Gaussian / Laplace measurements on the
@@ -21,7 +21,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from dpsyn.lib.audit import chi_square_gof, discrete_gaussian_pmf, discrete_laplace_pmf  # noqa: E402
+from tests.privacy_audit import chi_square_gof, discrete_gaussian_pmf, discrete_laplace_pmf  # noqa: E402
 from dpsyn.lib.privacy.samplers import discrete_gaussian, discrete_laplace, gaussian_parameters  # noqa: E402
 
 SIGMAS = (0.5, 3.0, 40.0, 1e4, 1e6)

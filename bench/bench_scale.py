@@ -30,7 +30,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.sprint2_generator import SPRINT2_PARAMS, generate  # noqa: E402
+from tests.sprint2_generator import SPRINT2_PARAMS, generate  # noqa: E402
 
 CHUNK = 1_000_000
 PUBLIC_ROWS = 200_000

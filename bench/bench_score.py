@@ -17,7 +17,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.bench_release import ensure_tables, run_timed  # noqa: E402
-from bench.sprint2_generator import SPRINT2_PARAMS, generate  # noqa: E402
+from tests.sprint2_generator import SPRINT2_PARAMS, generate  # noqa: E402
 
 
 def main() -> None:

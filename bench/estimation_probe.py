@@ -34,6 +34,7 @@ from bench import peers  # noqa: E402
 from bench.run_bench import DATASETS  # noqa: E402
 from dpsyn.dataloader.schema import parse_schema  # noqa: E402
 from dpsyn.evaluation.scoring import EvaluationOptions, Evaluator  # noqa: E402
+from dpsyn.lib.marginals import coarse_matrix  # noqa: E402
 from dpsyn.lib.privacy.private_table import Measurement  # noqa: E402
 from dpsyn.lib.privacy.queries import Marginal  # noqa: E402
 
@@ -54,16 +55,6 @@ class CoarseQuery:
 
     def op_norm_sq(self) -> float:
         return float(self.matrix.sum(axis=1).max())  # the largest block: each column of the matrix has one 1
-
-
-def coarse_matrix(sizes: list[int], widths: tuple[int, ...]) -> np.ndarray:
-    """The 0/1 matrix taking a marginal's exact cells (C order) to its coarse ones (code // width per column)."""
-    matrix = np.ones((1, 1))
-    for size, width in zip(sizes, widths):
-        block = np.zeros((-(-size // width), size))
-        block[np.arange(size) // width, np.arange(size)] = 1
-        matrix = np.kron(matrix, block)
-    return matrix
 
 
 def measurements_for_pgm(mbi, released, names: list[str], sizes: list[int]) -> list:

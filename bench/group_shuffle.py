@@ -2,7 +2,7 @@
 
 Every group keeps its real number of rows, and its records are drawn at random from the whole real
 table (the non-group columns of a random permutation of the rows).  On the Sprint-2 generator
-(bench/sprint2_generator.py), whose people do not depend on their PUMA, this is what a synthesizer
+(tests/sprint2_generator.py), whose people do not depend on their PUMA, this is what a synthesizer
 that knew the exact group counts and the exact joint distribution would score: the gap to 1,000 is
 the sampling spread of groups of a few dozen or hundred rows.  On real data (the demo) groups do
 differ, and the shuffle shows what ignoring that costs.  No privacy, no synthesizer: it reads the

@@ -2,7 +2,7 @@
 
     python bench/public_shape.py [--rows 100000] [--eps 0.1] [--seeds 3]
 
-The private table is the seeded generator's (bench/sprint2_generator.py, seed 1, theta = 7),
+The private table is the seeded generator's (tests/sprint2_generator.py, seed 1, theta = 7),
 the public table another draw of it (seed 2, a fifth of the rows).  At eps = 0.1 and
 theta = 7 the planner picks the public regime: all budget on noisy PUMA × YEAR counts, the
 records shaped by the public 2-way marginals alone.  The figure is the mean TVD, over all
@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from dpsyn.api import release  # noqa: E402
-from bench.sprint2_generator import SPRINT2_PARAMS, generate  # noqa: E402
+from tests.sprint2_generator import SPRINT2_PARAMS, generate  # noqa: E402
 from dpsyn.dataloader.encoding import Encoder  # noqa: E402
 from dpsyn.dataloader.reading import as_text, public_ranges, validate  # noqa: E402
 from dpsyn.dataloader.schema import parse_schema  # noqa: E402

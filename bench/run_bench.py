@@ -47,7 +47,7 @@ Datasets:
   a real release would take them from a data dictionary), Age in [0, 100];
 * acs_split: one state private (Texas 2018+2019), another public (Massachusetts
   2018+2019), the demo's schema and edit rules with Texas's PUMAs, groups PUMA × YEAR, target OWN_RENT;
-* sprint2: 100,000 rows of bench/sprint2_generator.py (``--sprint2-rows`` sets how many; seed 1;
+* sprint2: 100,000 rows of tests/sprint2_generator.py (``--sprint2-rows`` sets how many; seed 1;
   public file a fifth as many rows, seed 2), the Sprint-2 parameters: theta 7 per sim_individual_id, YEAR distinct per
   individual, groups PUMA × YEAR, no target.
 * gen_*: the generalization suite's tables (bench/generalization.py: schema from a public quarter, the rest
@@ -232,10 +232,10 @@ def acs_split() -> Dataset:
 
 
 def sprint2(rows: int = 100_000) -> Dataset:
-    """bench/sprint2_generator.py: ``rows`` private rows (seed 1, up to 7 per sim_individual_id, one per YEAR)
+    """tests/sprint2_generator.py: ``rows`` private rows (seed 1, up to 7 per sim_individual_id, one per YEAR)
     and rows // 5 public rows (seed 2), the Sprint-2 parameters (delta 3.45e-11, theta 7), YEAR declared
     distinct per individual, values outside the schema clipped (as bench/bench_release.py runs it)."""
-    from bench.sprint2_generator import SPRINT2_PARAMS, generate
+    from tests.sprint2_generator import SPRINT2_PARAMS, generate
     params = json.loads(SPRINT2_PARAMS.read_text())
     private = generate(rows, seed=1).astype(str)
     public = generate(rows // 5, seed=2).drop(columns="sim_individual_id").astype(str)

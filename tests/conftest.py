@@ -1,11 +1,11 @@
-"""Shared fixtures: small Sprint-2-shaped tables from the seeded generator in bench/."""
+"""Shared fixtures: small Sprint-2-shaped tables from the seeded generator (tests/sprint2_generator.py)."""
 import json
 import logging
 from pathlib import Path
 
 import pytest
 
-from bench.sprint2_generator import generate
+from tests.sprint2_generator import generate
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SPRINT2_PARAMS = FIXTURES / "sprint2_parameters.json"

@@ -15,7 +15,7 @@ from dpsyn.lib.privacy.engine import DaskEngine, LocalEngine
 from dpsyn.lib.privacy.private_table import PrivateTable
 from dpsyn.lib.privacy.queries import Marginal
 
-from bench.sprint2_generator import generate
+from tests.sprint2_generator import generate
 from test_neighbours import DOMAIN, QUERIES, neighbours
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -87,3 +87,14 @@ def test_a_missing_extra_is_one_line_before_any_private_read(sprint2_files, monk
     assert code == 2
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
         "error: reweighting needs the package cvxpy, which is not installed: pip install 'dpsyn[reweighting]'")
+
+
+def test_the_tests_import_nothing_from_bench():
+    """The suite runs on a clean checkout without the benchmarks: bench/ may use tests' fixtures, never the
+    other way round."""
+    import ast
+    for path in sorted((ROOT / "tests").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            modules = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            assert not any(m == "bench" or m.startswith("bench.") for m in modules), path.name

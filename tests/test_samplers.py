@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from dpsyn.lib.audit import chi_square_gof, discrete_gaussian_pmf, discrete_laplace_pmf
+from tests.privacy_audit import chi_square_gof, discrete_gaussian_pmf, discrete_laplace_pmf
 from dpsyn.lib.privacy.accounting import Ledger
 from dpsyn.lib.privacy.mechanisms import (EM_SAMPLER, QUANTUM_BITS, NoiseTooLarge, exponential_draws, exponential_mechanism,
                                           gaussian_mechanism)

@@ -10,7 +10,7 @@ from dpsyn.api import release
 from dpsyn.dataloader.encoding import Encoder
 from dpsyn.dataloader.schema import parse_schema
 from dpsyn.lib.constraints import Box, Boxes, repair
-from dpsyn.lib.marginals import count_marginal
+from dpsyn.lib.marginals import coarse_matrix, count_marginal
 from dpsyn.lib.tuning import T
 from dpsyn.method.adaptive import Model, candidate_keys
 from dpsyn.method.split_columns import SplitColumns
@@ -117,9 +117,9 @@ def test_groups_keep_their_own_distribution_of_a_split_column():
 
 
 def test_the_estimation_probe_reads_coarse_marginals_as_the_private_table_does():
-    """bench/estimation_probe.py hands a coarse reading to private-pgm as a matrix over the exact cells:
-    it must give the counts of code // width (the Marginal's coarsening), last coarse cell short."""
-    from bench.estimation_probe import coarse_matrix
+    """A coarse reading as a matrix over the exact cells (lib/marginals.coarse_matrix, which
+    bench/estimation_probe.py hands to private-pgm) gives the counts of code // width (the Marginal's
+    coarsening), last coarse cell short."""
     codes = records()[:, [0, 1, 3]]
     sizes, widths = [85, 3, 99], (10, 1, 10)
     exact = count_marginal(codes, tuple(sizes)).ravel()

@@ -14,16 +14,25 @@ threshold gives eps >= ln((p_hi_lower - delta) / p_lo_upper) with confidence
 noise ignores theta shows a bound far above it.  An audit can only refute a
 guarantee, never prove one.
 
-Also here: the goodness-of-fit test and exact distributions the sampler checks use
-(tests/test_samplers.py, bench/bench_samplers.py).
+Also here: the release audit itself (``run_audit``: D and D' below through one run of the release, as
+tests/test_audit.py and bench/audit.py run it), and the goodness-of-fit test and exact distributions the
+sampler checks use (tests/test_samplers.py, bench/bench_samplers.py).  Test and bench code: no release
+imports it.
 """
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 from scipy.stats import beta, chisquare
+
+from dpsyn.api import EncodedTable, synthesize_run
+from dpsyn.dataloader.encoding import Encoder
+from dpsyn.dataloader.schema import Run, parse_schema
+from dpsyn.lib.privacy.private_table import PrivateTable
+from dpsyn.method import METHODS
 
 
 def clopper_pearson(successes: int, trials: int, alpha: float) -> tuple[float, float]:
@@ -93,3 +102,51 @@ def discrete_laplace_pmf(t: int, s: int) -> tuple[np.ndarray, np.ndarray]:
     support = np.arange(-half, half + 1)
     pmf = np.exp(-np.abs(support) * s / t)
     return support, pmf / pmf.sum()
+
+
+BASE_ROWS = 300
+SCHEMA = parse_schema({"runs": [{"epsilon": 1, "delta": 1e-6, "max_records": 10_000,
+                                 "max_records_per_individual": 1}],
+                       "schema": {"X": {"dtype": "str", "values": ["a", "b", "c", "d", "e", "rare"]},
+                                  "Y": {"dtype": "int", "values": [0, 1, 2]}}})
+RARE = 5
+
+
+def neighbours(theta: int, seed: int = 0) -> tuple[EncodedTable, EncodedTable]:
+    """(D, D'): D' adds one individual whose theta rows all sit in the cell X = rare."""
+    rng = np.random.default_rng(seed)
+    codes = np.column_stack([rng.integers(0, RARE, BASE_ROWS), rng.integers(0, 3, BASE_ROWS)]).astype(np.int32)
+    ids = np.arange(BASE_ROWS).astype(str).astype(object)
+    extra = np.column_stack([np.full(theta, RARE), rng.integers(0, 3, theta)]).astype(np.int32)
+    with_ = EncodedTable(np.vstack([codes, extra]), {},
+                         np.concatenate([ids, np.full(theta, "target", dtype=object)]))
+    return EncodedTable(codes, {}, ids), with_
+
+
+@contextmanager
+def broken_mechanism():
+    """Within the block, private tables scale their noise for one row per individual, although
+    bounding keeps theta rows (for showing that the audit catches it)."""
+    original = PrivateTable.sensitivity
+    PrivateTable.sensitivity = lambda self, query: query.sensitivity(1)
+    try:
+        yield
+    finally:
+        PrivateTable.sensitivity = original
+
+
+def run_audit(method: str, epsilon: float, delta: float, theta: int, trials: int, seed: int = 0) -> AuditResult:
+    """Audit ``method`` at (epsilon, delta) with an individual of ``theta`` rows (see the module doc)."""
+    encoder = Encoder.fit(SCHEMA)
+    run = Run(epsilon, delta, 10_000, theta)
+    spec = METHODS[method]
+    options = spec.make_options()
+    samples = []
+    for data in neighbours(theta, seed):
+        stats = np.empty(trials)
+        for trial in range(trials):
+            seeds = np.random.SeedSequence((seed, trial, len(data.codes))).spawn(4)
+            codes = synthesize_run(data, encoder, None, run, spec, options, (), 1, seeds).result.codes
+            stats[trial] = np.count_nonzero(codes[:, 0] == RARE)
+        samples.append(stats)
+    return epsilon_lower_bound(samples[0], samples[1], delta)

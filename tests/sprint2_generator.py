@@ -7,7 +7,7 @@ origin are fixed per person; schooling, marital status, employment (EMPSTAT,
 EMPSTATD, LABFORCE, WRKLSTWK...), incomes, poverty and commute times follow age,
 education and employment.
 
-    python bench/sprint2_generator.py --rows 1000000 --out bench/out/sprint2_private.csv --seed 1
+    python tests/sprint2_generator.py --rows 1000000 --out bench/out/sprint2_private.csv --seed 1
 """
 from __future__ import annotations
 
