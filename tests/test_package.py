@@ -4,13 +4,16 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tomllib
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGE_FILES = ("pyproject.toml", "README.md", "__init__.py", "__main__.py", "api.py", "budget.py", "main.py", "lib", "method",
-                 "stages", "dataloader", "evaluation")
+PACKAGES = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]  # the one list
+# what a wheel is built from: the metadata, the root's modules and every package's folder
+PACKAGE_FILES = ("pyproject.toml", "README.md", *sorted(p.name for p in ROOT.glob("*.py")),
+                 *sorted({p.split(".")[1] for p in PACKAGES if "." in p}))
 
 
 @pytest.fixture(scope="module")
