@@ -104,6 +104,9 @@ TABLE: tuple[tuple[str, Any, str], ...] = (
      "public regime with groups, no public file: share of the group counts' rho on group × column marginals"),
     ("planner_group_count_noise", 0.15,
      "only where the group counts' noise sd stays below this share of the mean group size"),
+    ("planner_total_rows", 60,
+     "without group columns, the noisy total's share brings its noise sd to this many rows (it sets the row count)"),
+    ("planner_total_floor", 0.1, "but at most this share of rho"),
     ("planner_pair_share", 0.3, "share of what the group counts keep that picks and measures dependent pairs"),
     # method/rap.py
     ("rap_group_share", 0.1, "rap: share of rho on the group counts"),

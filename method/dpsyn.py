@@ -87,7 +87,8 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
     with ctx.timed("measuring"):
         noisy_total, targets = None, []
         if needs_total(eps, theta, bool(group_idx), options.regime):
-            total = private.measure(Marginal(()), total_share(eps, theta) * rho, "noisy total")
+            share = total_share(eps, theta, bool(group_idx), rho if options.planner == AUTO else None)
+            total = private.measure(Marginal(()), share * rho, "noisy total")
             noisy_total = total.total
             targets.append(((), total.noisy.reshape(()), total.sigma))  # weighed in the common total
         pair_cells = tuple(domain.sizes[a] * domain.sizes[b] for a, b in itertools.combinations(other_idx, 2))
@@ -302,7 +303,7 @@ def plan(options: DpsynOptions, epsilon: float, theta: int, has_groups: bool, rh
     that total (method/planner.py)."""
     if not needs_total(epsilon, theta, has_groups, options.regime):
         return (Node("marginals", 1.0, "regime and split chosen by the planner at run time"),)
-    share = total_share(epsilon, theta)
+    share = total_share(epsilon, theta, has_groups, rho if options.planner == AUTO else None)
     sigma = theta / math.sqrt(2 * share * rho)
     return (Node("noisy total", share, f"the number of rows, noise sd {sigma:.3g} rows"),
             Node("marginals", 1.0 - share, "regime and split chosen by the planner at run time from the noisy total"))

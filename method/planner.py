@@ -103,9 +103,17 @@ def needs_total(epsilon: float, theta: int, has_groups: bool, forced: str | None
     return epsilon >= Thresholds.for_theta(theta).eps2
 
 
-def total_share(epsilon: float, theta: int) -> float:
-    """Fraction of the run's rho spent on the noisy total, when one is bought."""
-    return min(Thresholds.for_theta(theta).eps0, epsilon / 2) / epsilon
+def total_share(epsilon: float, theta: int, has_groups: bool, rho: float | None = None) -> float:
+    """Fraction of the run's rho spent on the noisy total, when one is bought: the write-up's; under the auto
+    planner (``rho``: the method's budget) without group columns, where the total alone sets the number of
+    records, at least the share that brings its noise sd to planner_total_rows rows, at most
+    planner_total_floor (at eps 0.1 the write-up's share left the count a few hundred rows off).  Public: from
+    epsilon, theta and rho alone."""
+    share = min(Thresholds.for_theta(theta).eps0, epsilon / 2) / epsilon
+    if has_groups or rho is None:
+        return share
+    wanted = theta ** 2 / (2 * rho * T.planner_total_rows ** 2)  # sigma = theta / sqrt(2 * share * rho)
+    return max(share, min(wanted, T.planner_total_floor))
 
 
 def pair_noise(rho: float, theta: int, noisy_total: float, pair_cells: tuple[int, ...]) -> float:
@@ -146,7 +154,7 @@ def make_plan(epsilon: float, theta: int, noisy_total: float | None, has_groups:
     total_eps, tau1, tau2, one_way_rounds = 0.0, 0.0, 0.0, 1
     few_rounds = rich = poor = many_rounds = False
     if noisy_total is not None:
-        total_eps = total_share(epsilon, theta) * epsilon
+        total_eps = total_share(epsilon, theta, has_groups, rho) * epsilon
         tau1 = 1500 * theta / max(noisy_total, 1.0)
         tau2 = 6 * tau1
     if forced is None:
