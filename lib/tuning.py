@@ -53,7 +53,6 @@ TABLE: tuple[tuple[str, Any, str], ...] = (
     ("adaptive_max_entropy_tolerance", 1e-7,
      "the maximum-entropy fit stops when a step lowers the loss by less than this share"),
     ("adaptive_max_entropy_steps", 1000, "the most mirror-descent steps of the maximum-entropy fit"),
-    ("adaptive_subgroup_rows", 1000, "rows per group above which candidates read some of the group columns only"),
     ("adaptive_round_tolerance", 1e-6, "consistency within rounds: agreement to this share of the total"),
     ("adaptive_round_fit_iterations", 50, "consistency within rounds: at most this many fitting sweeps"),
     # stages/bin_values.py

@@ -10,8 +10,8 @@ post-processes the records (step 4):
    times without public records where it finds the pairs noisy, ``one_way_rounds``) (their sum
    split by cells^(2/3) where columns are split, below);
 2. rounds: the candidates are every 1-way, 2-way and group × column marginal, the 3-way
-   marginals that extend a measured pair and, from public records or where groups are large
-   (adaptive_subgroup_rows), every column by some of the group columns (PUMA × column without YEAR), each at most
+   marginals that extend a measured pair and every column by some of the group columns (PUMA × column
+   without YEAR: what many small groups can afford to have measured), each at most
    ``max_cells`` cells.  Without public records, a column of many codes is split into coarse
    code and offset (method/split_columns.py): pairs over it are candidates read exactly or
    coarsely (age in 10s × hours in 10s: 100 cells, not 8,415), triples all exactly or all
@@ -542,10 +542,8 @@ def candidate_keys(model: Model, other_idx: list[int], max_cells: int) -> list[t
     pairs = [c for c in pairs if len(c) == 2 and not set(c) & set(model.group_idx)]
     triples = {tuple(sorted(p + (k,))) for p in pairs for k in other_idx if k not in p}
     out += [k for t in sorted(triples) for k in layout.whole_readings(t) if layout.cells(k) <= max_cells]
-    if model.group_idx:
-        groups = math.prod(sizes[g] for g in model.group_idx)
-        large = model.from_public or model.total >= T.adaptive_subgroup_rows * groups
-        widths = range(1, len(model.group_idx) + 1) if large else (len(model.group_idx),)
+    if model.group_idx:  # by one group column or more: small groups get their columns by PUMA or by YEAR
+        widths = range(1, len(model.group_idx) + 1)
         for by in (by for r in widths for by in itertools.combinations(model.group_idx, r)):
             cells = math.prod(sizes[g] for g in by)
             out += [layout.key(by + (j,)) for j in other_idx if sizes[j] > 1 and cells * sizes[j] <= max_cells]
