@@ -11,8 +11,8 @@ BENCH_DATA).  It runs, each dataset in its own process (``--workers`` at a time)
   and the paper's setting (adult_raw, five moments, half of ε = 2's ρ);
 * the moments' noise floor: ``bench/moment_floor.py``;
 
-and writes one page of tables with the commands that made them (the "## Scale" section, which
-``bench/bench_scale.py`` writes, is kept as it is).  History stays in git.
+and writes one page of tables with the commands that made them (the "## Scale" and "## Generalization suite"
+sections, which ``bench/bench_scale.py`` and ``bench/generalization.py`` write, are kept as they are).  History stays in git.
 """
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 from bench.bench_scale import section  # noqa: E402
+from bench.generalization import existing_section as generalization_section  # noqa: E402
 
 OUT = HERE / "out" / "results"
 ACCURACY = ("demo", "adult", "ct_drug_deaths", "acs_split")
@@ -125,8 +126,10 @@ def main() -> None:
     commands = jobs(args.seeds, args.aim_cap)
     with ThreadPoolExecutor(args.workers) as pool:
         tables = {name: lines for name, lines, _ in pool.map(lambda item: run(*item), commands.items())}
-    scale = section(args.out.read_text()) if args.out.exists() else ""  # bench/bench_scale.py's, kept as it is
-    args.out.write_text(page(tables, commands, args.seeds, args.aim_cap) + ("\n" + scale if scale else ""))
+    old = args.out.read_text() if args.out.exists() else ""
+    # the sections other commands write (bench/bench_scale.py, bench/generalization.py), kept as they are
+    kept = [text for text in (section(old), generalization_section(old)) if text]
+    args.out.write_text(page(tables, commands, args.seeds, args.aim_cap) + "".join("\n" + text for text in kept))
     print(args.out)
 
 
