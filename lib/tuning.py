@@ -105,7 +105,7 @@ TABLE: tuple[tuple[str, Any, str], ...] = (
      "only where the group counts' noise sd stays below this share of the mean group size"),
     ("planner_total_rows", 60,
      "without group columns, the noisy total's share brings its noise sd to this many rows (it sets the row count)"),
-    ("planner_total_floor", 0.1, "but at most this share of rho"),
+    ("planner_total_cap", 0.1, "but at most this share of the method's rho (never below the write-up's share)"),
     ("planner_pair_share", 0.3, "share of what the group counts keep that picks and measures dependent pairs"),
     # method/rap.py
     ("rap_group_share", 0.1, "rap: share of rho on the group counts"),

@@ -299,7 +299,7 @@ def _measure(private: PrivateTable, ctx: RunContext, queries, rhos: list[float])
 
 def plan(options: DpsynOptions, epsilon: float, theta: int, has_groups: bool, rho: float) -> tuple[Node, ...]:
     """dpsyn's budget nodes known before any data is read: the noisy total where the planner needs one
-    (its share from epsilon and theta alone), and the rest, which the planner splits at run time from
+    (its share from epsilon, theta, the method's rho and whether there are groups: planner.total_share), and the rest, which the planner splits at run time from
     that total (method/planner.py)."""
     if not needs_total(epsilon, theta, has_groups, options.regime):
         return (Node("marginals", 1.0, "regime and split chosen by the planner at run time"),)

@@ -91,7 +91,7 @@ class Plan:
 
 
 def needs_total(epsilon: float, theta: int, has_groups: bool, forced: str | None) -> bool:
-    """Whether to buy a noisy total first, with share min(eps0, eps/2)/eps of the run's rho.
+    """Whether to buy a noisy total first (its share: ``total_share``).
 
     The plan needs it to set tau1 and tau2; without group columns it also sets the
     number of records.
@@ -107,13 +107,13 @@ def total_share(epsilon: float, theta: int, has_groups: bool, rho: float | None 
     """Fraction of the run's rho spent on the noisy total, when one is bought: the write-up's; under the auto
     planner (``rho``: the method's budget) without group columns, where the total alone sets the number of
     records, at least the share that brings its noise sd to planner_total_rows rows, at most
-    planner_total_floor (at eps 0.1 the write-up's share left the count a few hundred rows off).  Public: from
+    planner_total_cap (at eps 0.1 the write-up's share left the count a few hundred rows off).  Public: from
     epsilon, theta and rho alone."""
     share = min(Thresholds.for_theta(theta).eps0, epsilon / 2) / epsilon
     if has_groups or rho is None:
         return share
     wanted = theta ** 2 / (2 * rho * T.planner_total_rows ** 2)  # sigma = theta / sqrt(2 * share * rho)
-    return max(share, min(wanted, T.planner_total_floor))
+    return max(share, min(wanted, T.planner_total_cap))
 
 
 def pair_noise(rho: float, theta: int, noisy_total: float, pair_cells: tuple[int, ...]) -> float:

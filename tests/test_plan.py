@@ -141,3 +141,28 @@ def test_the_release_holds_raw_values_only_of_columns_a_run_reads():
     pipeline = Pipeline((GroupLevel("D", ("G",), 0.0, 1.0, 0.1),), ("X",), ReweightSpec(moments=(("Z", "Y"),)))
     assert pipeline.raw_columns(METHODS["dpsyn"], numeric) == ("D", "X", "Y", "Z")
     assert Pipeline().raw_columns(METHODS["rap"], numeric) == numeric  # it synthesizes raw numbers
+
+
+def test_without_groups_the_noisy_total_is_charged_as_its_plan_node_says():
+    """The noisy total's share (method/planner.py total_share: from epsilon, theta, the method's rho and whether
+    there are groups) is decided before the data is read, and the charge is that node's share of the method's
+    rho, with values inside bins and reweighting around the method."""
+    frame, params = data()
+    params = dict(params, runs=params["runs"][:1])
+    for reweight in ({}, {"reweight": "moments:AGE,HOURS", "reweight_share": 0.1}):
+        (run,) = release(frame, params, None, "dpsyn", {}, seed=4, group_columns=(), **reweight)
+        ledger = run.ledger
+        child = next(c for c in ledger.plan.node(METHOD).children if c.name == "noisy total")
+        charge = next(c for c in ledger.charges if c.step == "noisy total")
+        assert charge.rho == pytest.approx(child.share * ledger.node_rho(METHOD), rel=1e-12)
+
+
+def test_the_noisy_totals_share_brings_its_noise_to_the_stated_rows_within_its_cap():
+    from dpsyn.lib.tuning import T
+    from dpsyn.method.planner import total_share
+    write_up = total_share(0.1, 1, True)
+    assert total_share(0.1, 1, False) == write_up  # no rho (the write-up planner): the write-up's share
+    assert total_share(0.1, 1, False, rho=1.7e-4) == T.planner_total_cap  # the cap
+    share = total_share(1.0, 1, False, rho=0.0126)  # noise sd planner_total_rows rows
+    assert (1 / (2 * share * 0.0126)) ** 0.5 == pytest.approx(T.planner_total_rows)
+    assert total_share(10.0, 1, False, rho=10.0) == total_share(10.0, 1, True)  # never below the write-up's
