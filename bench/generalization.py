@@ -146,17 +146,19 @@ def page_section(tables: list[list[str]], command: str, aim_note: str) -> str:
     return "\n".join(text)
 
 
+SECTION_TEXT = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)  # to the next heading
+
+
 def existing_section(page: str) -> str:
     """The generalization section of a RESULTS page (to the next "## " heading or the end), or ""."""
-    found = re.search(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", page, re.S | re.M)
+    found = SECTION_TEXT.search(page)
     return found.group(0) if found else ""
 
 
 def replace_section(page: str, section: str) -> str:
     """``page`` with its generalization section replaced by ``section`` (appended where it has none)."""
-    pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)
-    if pattern.search(page):
-        return pattern.sub(lambda _: section + "\n", page)
+    if SECTION_TEXT.search(page):
+        return SECTION_TEXT.sub(lambda _: section + "\n", page)
     return page.rstrip("\n") + "\n\n" + section
 
 

@@ -73,16 +73,25 @@ def maximal_cliques(column_sets, columns, sizes) -> list[tuple[int, ...]]:
             adjacent[a].add(b)
             adjacent[b].add(a)
     left, found = set(columns), []
+
+    def cells(c):  # of the clique eliminating c now would make
+        return math.prod(sizes[u] for u in adjacent[c] & left) * sizes[c]
+
+    cost = {c: cells(c) for c in left}
     while left:
-        v = min(sorted(left), key=lambda c: math.prod(sizes[u] for u in adjacent[c] & left) * sizes[c])
+        _, v = min((cost[c], c) for c in left)  # fewest cells, then the lowest column
         around = adjacent[v] & left
         found.append(tuple(sorted(around | {v})))
         for a, b in itertools.combinations(around, 2):
             adjacent[a].add(b)
             adjacent[b].add(a)
         left.remove(v)
-    return [c for i, c in enumerate(found)
-            if not any(set(c) < set(d) or (set(c) == set(d) and j < i) for j, d in enumerate(found) if j != i)]
+        for c in around:  # only v's neighbours lose v or gain fill: every other cost stands
+            cost[c] = cells(c)
+    # an elimination order's clique of v holds v and no column eliminated before it, so it can sit only inside
+    # a clique found earlier, and never equals one
+    sets = [frozenset(c) for c in found]
+    return [c for i, c in enumerate(found) if not any(sets[i] < sets[j] for j in range(i))]
 
 
 def tree_cells(column_sets, columns, sizes) -> int:

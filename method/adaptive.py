@@ -117,6 +117,7 @@ class Model:
     smoothing: dict = field(default_factory=dict)    # model key -> how its noisy values were denoised, in words
     smoothed_memo: dict = field(default_factory=dict)  # model key -> (its noisy values, smoothed)
     public_memo: dict = field(default_factory=dict)    # model key -> the public records' counts
+    tree_memo: dict = field(default_factory=dict)      # a graph of measured column sets -> its tree's cells
     fitted: tuple | None = None                      # the maximum-entropy fit with the group columns (joint)
     boxes: Boxes = NO_BOXES                          # the edit rules' forbidden boxes over the model's columns
     public: np.ndarray | None = None                 # the public records (model layout), a prior for every marginal
@@ -320,8 +321,15 @@ class Model:
         keys, columns = self.tree_sets(columns, bool(self.group_idx))
         sizes = self.layout.model_sizes
         cliques = [set(c) for c in maximal_cliques(keys, columns, sizes)]
-        return [key for key in candidates if any(set(key) <= c for c in cliques)
-                or tree_cells(keys + [key], columns, sizes) <= T.adaptive_max_entropy_cells]
+        edges = {e for k in keys for e in itertools.combinations(sorted(k), 2)}
+
+        def fits(key) -> bool:  # cells memoised by the graph: a round that adds no edge asks the same again
+            graph = frozenset(edges.union(itertools.combinations(sorted(key), 2)))
+            if graph not in self.tree_memo:
+                self.tree_memo[graph] = tree_cells(keys + [key], columns, sizes)
+            return self.tree_memo[graph] <= T.adaptive_max_entropy_cells
+
+        return [key for key in candidates if any(set(key) <= c for c in cliques) or fits(key)]
 
     def draw_groups(self, per_group: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Domain records from the maximum-entropy fit with the group columns (``fitted``): ``per_group[g]``
