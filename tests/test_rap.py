@@ -20,10 +20,18 @@ from dpsyn.method import rap
 N = 400
 
 
-def tiny_table(n: int = 9, seed: int = 0, dtype=np.float64) -> relaxed.RelaxedTable:
+def tiny_table(n: int = 9, seed: int = 0, dtype=np.float64, xp=np) -> relaxed.RelaxedTable:
     rng = np.random.default_rng(seed)
     cats = [rng.dirichlet(np.ones(3), n), ("frozen", np.eye(2)[rng.integers(0, 2, n)]), rng.dirichlet(np.ones(4), n)]
-    return relaxed.new_table(np, cats, rng.random((n, 2)), rng.random((n, 2)) * 0.3, (True, False), dtype)
+    return relaxed.new_table(xp, cats, rng.random((n, 2)), rng.random((n, 2)) * 0.3, (True, False), dtype)
+
+
+def gpu_or_skip():
+    """cupy where a GPU can be used; the test is skipped elsewhere (CI has none)."""
+    try:
+        return relaxed.array_module("gpu")
+    except relaxed.DeviceUnavailable as exc:
+        pytest.skip(str(exc))
 
 
 QUERIES = [relaxed.RelaxedQuery((0,)), relaxed.RelaxedQuery((0, 2)), relaxed.RelaxedQuery((0, 1, 2)),
@@ -180,6 +188,19 @@ def test_single_and_double_precision_projections_agree():
     assert np.abs(out[0] - out[1]).max() < 1e-3
 
 
+def test_gpu_and_cpu_projections_agree():
+    """Where a GPU is present: the same float32 projection on cupy and on numpy gives answers within 1e-3."""
+    cupy = gpu_or_skip()
+    out = []
+    for xp in (np, cupy):
+        table, goal = tiny_table(60, seed=3, dtype=np.float32, xp=xp), tiny_table(60, seed=4)
+        goal.frozen = {i: relaxed.to_numpy(p).astype(np.float32) for i, p in table.frozen.items()}
+        fits = [Target(q, a, weight=1.0) for q, a in zip(QUERIES, relaxed.answers(goal, QUERIES, 64.0))]
+        relaxed.project(table, fits, 8.0, 64.0, steps=50)
+        out.append(np.concatenate([relaxed.to_numpy(a).ravel() for a in relaxed.answers(table, QUERIES, 64.0)]))
+    assert np.abs(out[0] - out[1]).max() < 1e-3
+
+
 def data(seed: int = 0) -> tuple[pd.DataFrame, dict]:
     rng = np.random.default_rng(seed)
     age = rng.integers(18, 80, N)
@@ -226,17 +247,34 @@ def test_every_round_is_charged_and_the_ledger_sums_to_the_budget(runs):
 
 def test_output_stays_inside_the_schema(runs):
     for r in runs:
-        t = r.table
-        assert len(t) > 0 and list(t.columns) == ["AGE", "INCOME", "HOURS", "SEX", "JOB", "LABEL"]
-        age = t["AGE"].astype(float)
-        assert age.between(18, 79).all() and (age == age.round()).all()
-        income = t["INCOME"].astype(float)
-        assert income.isna().any() and income.dropna().between(0, 300000).all()
-        assert np.allclose(income.dropna(), income.dropna().round(2))
-        hours = t["HOURS"].astype(float)
-        assert hours.notna().all() and hours.between(0, 60).all() and np.allclose(hours, hours.round(1))
-        assert set(t["SEX"].astype(str)) <= {"F", "M"} and set(t["LABEL"].astype(str)) <= {"no", "yes"}
-        assert len(np.unique(hours)) > 50  # raw values, not a few bins
+        assert_inside_schema(r)
+
+
+def test_a_gpu_release_is_charged_as_on_the_cpu_and_stays_inside_the_schema(runs):
+    """Where a GPU is present: a release projected on it spends the same budget in as many steps as on the CPU
+    (which marginals the rounds pick may differ: the float arithmetic does) and writes schema-valid records."""
+    gpu_or_skip()
+    frame, params = data()
+    on_gpu = release(frame, params, None, "rap", {**OPTIONS, "device": "gpu"}, seed=5, group_columns=())
+    for cpu, gpu in zip(runs, on_gpu):
+        assert len(gpu.ledger.charges) == len(cpu.ledger.charges)
+        assert sum(c.rho for c in gpu.ledger.charges) == pytest.approx(cpu.ledger.budget, rel=1e-9)
+        assert_inside_schema(gpu)
+
+
+def assert_inside_schema(r) -> None:
+    """Schema-valid records: the columns, ranges, precision and nulls the schema gives, raw values."""
+    t = r.table
+    assert len(t) > 0 and list(t.columns) == ["AGE", "INCOME", "HOURS", "SEX", "JOB", "LABEL"]
+    age = t["AGE"].astype(float)
+    assert age.between(18, 79).all() and (age == age.round()).all()
+    income = t["INCOME"].astype(float)
+    assert income.isna().any() and income.dropna().between(0, 300000).all()
+    assert np.allclose(income.dropna(), income.dropna().round(2))
+    hours = t["HOURS"].astype(float)
+    assert hours.notna().all() and hours.between(0, 60).all() and np.allclose(hours, hours.round(1))
+    assert set(t["SEX"].astype(str)) <= {"F", "M"} and set(t["LABEL"].astype(str)) <= {"no", "yes"}
+    assert len(np.unique(hours)) > 50  # raw values, not a few bins
 
 
 def test_seeded_runs_repeat_exactly(runs):
