@@ -177,7 +177,7 @@ def test_projection_fits_noise_free_answers():
 
 def test_single_and_double_precision_projections_agree():
     """The same code path in float32 (the default, as on a GPU) and float64: answers within 1e-3 after a projection
-    (the tolerance a CPU/GPU comparison is held to in bench/RESULTS.md)."""
+    (the tolerance test_gpu_and_cpu_projections_agree holds a GPU to)."""
     out = []
     for dtype in (np.float32, np.float64):
         table, goal = tiny_table(60, seed=3, dtype=dtype), tiny_table(60, seed=4)
