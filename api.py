@@ -35,6 +35,7 @@ import pandas as pd
 import pyarrow as pa
 from pyarrow import ArrowException
 
+from dpsyn.dataloader.comparisons import settle_comparisons
 from dpsyn.dataloader.encoding import DEFAULT_BINS, Encoder
 from dpsyn.dataloader.draft import draft_parameters
 from dpsyn.dataloader.private_rows import BatchEncoder, check_rows, dask_partitions, join, settle
@@ -522,7 +523,8 @@ def _release_run(data: Prepared, run: Run, spec: Method, options, group_columns,
     out = synthesize_run(data.table, data.encoder, data.public, run, spec, options, group_columns, jobs, seeds,
                          data.structure, distinct, stages, plan, engine)
     start = time.perf_counter()
-    typed = decode_release(data.encoder, out.result, data.structure, np.random.default_rng(seeds[3]))
+    typed = decode_release(data.encoder, out.result, data.structure, data.schema.rules,
+                           np.random.default_rng(seeds[3]))
     broken = {rule: n for rule, n in violations(typed, data.schema.rules,
                                                 {c.name: c for c in data.schema.columns}).items() if n}
     if broken:  # repair guarantees none; this is the final check
@@ -531,17 +533,18 @@ def _release_run(data: Prepared, run: Run, spec: Method, options, group_columns,
                       {**out.timings, "decoding": time.perf_counter() - start})
 
 
-def decode_release(encoder: Encoder, result: SynthesisResult, structure: Structure,
+def decode_release(encoder: Encoder, result: SynthesisResult, structure: Structure, rules,
                    rng: np.random.Generator) -> pd.DataFrame:
     """The typed synthetic table; a group-level column is decoded once per cell of its ``within``
-    columns (every row of a cell shares the first row's value)."""
+    columns (every row of a cell shares the first row's value); values that break a comparison between two
+    columns inside one interval are moved within their bins (dataloader/comparisons.py)."""
     typed = encoder.decode(result.codes, rng, result.raw)
     domain = encoder.domain
     for column, within in structure.group_level:
         cells = cell_index(result.codes[:, domain.indices(within)], domain.shape(within))
         _, first, inverse = np.unique(cells, return_index=True, return_inverse=True)
         typed[column] = typed[column].iloc[first[inverse]].reset_index(drop=True)
-    return typed
+    return settle_comparisons(typed, rules, {c.column.name: c for c in encoder.coders})
 
 
 def ledger_path(output: Path, epsilon: float) -> Path:

@@ -27,7 +27,7 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from dpsyn.dataloader.rules import rule_cuts
+from dpsyn.dataloader.rules import compared, rule_cuts
 from dpsyn.dataloader.schema import CATEGORICAL, Column, Schema, category_list
 from dpsyn.lib.domain import Domain
 
@@ -193,6 +193,17 @@ def numeric_edges(col: Column, public_values: np.ndarray | None, default_bins: i
     return np.unique(np.concatenate([[_below(low, col.integral, step)], cuts, [high]]))
 
 
+def added_cuts(edges: np.ndarray, cuts: np.ndarray, col: Column, precision: int | None) -> np.ndarray:
+    """``edges`` with ``cuts`` added: on the column's grid, inside [min, max)."""
+    if col.integral:
+        cuts = np.floor(cuts)
+    elif precision is not None:
+        step = 10.0 ** -precision
+        cuts = on_grid(np.floor(np.round(cuts / step, 6)) * step, precision)
+    cuts = cuts[(cuts >= col.low) & (cuts < col.high)]
+    return np.unique(np.concatenate([edges, cuts]))
+
+
 def _pool(values: np.ndarray | None, col: Column, precision: int | None) -> tuple[np.ndarray, np.ndarray] | None:
     """Distinct public values (on the grid, inside [min, max]) and their cumulative counts."""
     if values is None or not len(values):
@@ -216,6 +227,8 @@ class Encoder:
         public data; ``structural_cuts`` adds edges to columns whose edges are derived."""
         schema.require_ranges()
         coders = []
+        edges_of: dict[str, np.ndarray] = {}  # before comparisons' cuts: what a compared column adds to the other
+        against = compared(schema.rules)
         for col in schema.columns:
             if col.kind == CATEGORICAL:
                 cats = tuple(category_list(col))
@@ -229,11 +242,19 @@ class Encoder:
             cuts = rule_cuts(col, schema.rules)
             if not isinstance(col.bins, tuple):
                 cuts += list((structural_cuts or {}).get(col.name, []))
-            edges = numeric_edges(col, pub, default_bins, cuts, precision)
+            edges = edges_of[col.name] = numeric_edges(col, pub, default_bins, cuts, precision)
             pool = _pool(pub, col, precision)
             coders.append(ColumnCoder(col, len(edges) - 1 + (col.null is not None), edges=edges,
                                       pool=None if pool is None else pool[0],
                                       pool_cum=None if pool is None else pool[1], precision=precision))
+        # two compared columns are each cut at the other's edges: a pair of their bins then decides the comparison
+        # or is one interval (decoding orders the two values there: dataloader/comparisons.py)
+        for j, c in enumerate(coders):
+            if c.column.name in against:
+                others = np.concatenate([edges_of[o] for o in sorted(against[c.column.name])])
+                edges = added_cuts(c.edges, others, c.column, c.precision)
+                coders[j] = ColumnCoder(c.column, len(edges) - 1 + (c.column.null is not None), edges=edges,
+                                        pool=c.pool, pool_cum=c.pool_cum, precision=c.precision)
         return cls(tuple(coders))
 
     @property

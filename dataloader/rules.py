@@ -2,17 +2,21 @@
 
 ``"constraints": ["AGEP < 15 => PINCP = N", "AGEP < 3 <=> EDU = N", ...]`` lists
 impossible combinations.  A rule is ``CONDITION => CONCLUSION`` (every record meeting the
-condition meets the conclusion) or ``A <=> B`` (both directions); each side is one or more
-atoms joined by ``and``:
+condition meets the conclusion), ``A <=> B`` (both directions) or one atom ``COL OP X`` that
+every record meets; each side is one or more atoms joined by ``and``:
 
 * ``COL = V``, ``COL != V``, ``COL in {V1, V2}``: V a value of the column or its null token;
-* ``COL < X``, ``<=``, ``>``, ``>=``: X a number, numeric columns only (false on a null).
+* ``COL < X``, ``<=``, ``>``, ``>=``: X a number, numeric columns only (false on a null);
+* ``COL < COL2`` (``<=``, ``>``, ``>=``): two numeric columns compared (false where either is null),
+  as what a ``=>`` rule concludes or alone, e.g. ``NOC != N and NPF != N => NOC < NPF``, ``NPF > NOC``.
 
 A null satisfies ``= N`` and ``!= V`` for every other V.  Rules are checked against the
 schema (unknown column, value outside the domain, bad syntax: one line each).  They are
 public: synthesis keeps every record inside them, which costs no budget.  So that a rule
 can be enforced on codes, every threshold of a rule is also a bin edge of its column
-(:func:`rule_cuts`), which makes each atom a union of whole bins.
+(:func:`rule_cuts`), which makes each atom a union of whole bins; two compared columns are
+each cut at the other's edges, so that a pair of their bins either decides the comparison
+or is one interval, where decoding orders the two values (dataloader/comparisons.py).
 """
 from __future__ import annotations
 
@@ -33,11 +37,20 @@ NULL = "__null__"  # an atom value meaning the column's null token
 
 @dataclass(frozen=True)
 class Atom:
-    """``column op values``: op one of = != in < <= > >=; values: categories or numbers, NULL for the null token."""
+    """``column op values``: op one of = != in < <= > >=; values: categories or numbers, NULL for the null token;
+    or ``column op other`` (an order op, ``values`` empty): two numeric columns compared."""
 
     column: str
     op: str
     values: tuple
+    other: str | None = None
+
+    def holds_pair(self, x, y) -> np.ndarray:
+        """Boolean per row of a comparison atom: ``x`` this column's values, ``y`` the other's (floats, NaN =
+        null; false where either is null)."""
+        x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+        with np.errstate(invalid="ignore"):
+            return {"<": x < y, "<=": x <= y, ">": x > y, ">=": x >= y}[self.op] & ~np.isnan(x) & ~np.isnan(y)
 
     def holds(self, values, col: Column) -> np.ndarray:
         """Boolean per value (typed: a Categorical, or floats with NaN = null)."""
@@ -61,6 +74,8 @@ class Atom:
         return ~inside if self.op == "!=" else inside
 
     def __str__(self) -> str:
+        if self.other is not None:
+            return f"{self.column} {self.op} {self.other}"
         shown = ["N" if v == NULL else (f"{v:g}" if isinstance(v, float) else str(v)) for v in self.values]
         if self.op == "in":
             return f"{self.column} in {{{', '.join(shown)}}}"
@@ -84,7 +99,7 @@ class Rule:
         return out
 
     def columns(self) -> set[str]:
-        return {a.column for a in self.condition + self.conclusion}
+        return {c for a in self.condition + self.conclusion for c in (a.column, a.other) if c is not None}
 
 
 def _category_index(col: Column, value) -> int:
@@ -113,11 +128,17 @@ def parse_rules(raw: object, columns: dict[str, Column], problems: list[str]) ->
 def _parse_rule(text: str, columns: dict[str, Column]) -> Rule:
     tokens = [_ALIASES.get(t, t) for t in _TOKEN.findall(text)]
     arrows = [i for i, t in enumerate(tokens) if t in ("=>", "<=>")]
+    if not arrows and len(tokens) == 3:  # one atom that always holds, e.g. NPF > NOC
+        return Rule(text, (), (_parse_atom(tokens, columns),))
     if len(arrows) != 1:
         raise ValueError("needs exactly one => (or <=>) between a condition and a conclusion")
     k = arrows[0]
     condition = _parse_clause(tokens[:k], columns)
     conclusion = _parse_clause(tokens[k + 1:], columns)
+    compared = [str(a) for a in condition + conclusion if a.other is not None]
+    if compared and (tokens[k] == "<=>" or any(a.other is not None for a in condition)):
+        raise ValueError(f"{compared[0]} compares two columns: write it only as what a => rule concludes "
+                         f"(e.g. A != N and B != N => {compared[0]})")
     return Rule(text, condition, conclusion, tokens[k] == "<=>")
 
 
@@ -157,12 +178,33 @@ def _parse_atom(tokens: list[str], columns: dict[str, Column]) -> Atom:
     if op in ORDER_OPS:
         if col.kind == CATEGORICAL:
             raise ValueError(f"{op} needs a numeric column; {name} is categorical (use = or in)")
+        if raw_values[0] in columns and not _is_number(raw_values[0]):
+            return _comparison(name, op, raw_values[0], columns)
+        if not _is_number(raw_values[0]) and raw_values[0] != col.null:
+            raise ValueError(f"{raw_values[0]!r} is neither a number nor a column (in {shown})")
         return Atom(name, op, (_number(name, col, raw_values[0], allow_null=False),))
     if col.kind == CATEGORICAL:
         values = tuple(_category(name, col, v) for v in raw_values)
     else:
         values = tuple(_number(name, col, v, allow_null=True) for v in raw_values)
     return Atom(name, op, values)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _comparison(name: str, op: str, other: str, columns: dict[str, Column]) -> Atom:
+    """``name op other`` between two numeric columns."""
+    if other == name:
+        raise ValueError(f"{name} {op} {name} compares a column with itself")
+    if columns[other].kind == CATEGORICAL:
+        raise ValueError(f"{name} {op} {other}: {other} is categorical; a comparison needs two numeric columns")
+    return Atom(name, op, (), other)
 
 
 def _category(name: str, col: Column, text: str):
@@ -192,13 +234,25 @@ def _number(name: str, col: Column, text: str, allow_null: bool):
     return value
 
 
+def compared(rules) -> dict[str, set[str]]:
+    """For each column that a rule compares with another column, those other columns."""
+    out: dict[str, set[str]] = {}
+    for rule in rules:
+        for atom in rule.conclusion:
+            if atom.other is not None:
+                out.setdefault(atom.column, set()).add(atom.other)
+                out.setdefault(atom.other, set()).add(atom.column)
+    return out
+
+
 def rule_cuts(col: Column, rules) -> list[float]:
     """Bin edges that make every atom of ``rules`` on numeric ``col`` a union of whole
-    right-closed bins (e, e']: a cut at x for <= and >, just below x for < and >=, both for =."""
+    right-closed bins (e, e']: a cut at x for <= and >, just below x for < and >=, both for =.
+    (Comparisons between columns add the other column's edges: dataloader/encoding.py.)"""
     cuts: list[float] = []
     for rule in rules:
         for atom in rule.condition + rule.conclusion:
-            if atom.column != col.name:
+            if atom.column != col.name or atom.other is not None:
                 continue
             for v in atom.values:
                 if v == NULL:
@@ -217,13 +271,17 @@ def violations(table: pd.DataFrame, rules, columns: dict[str, Column]) -> dict[s
         for atoms, failing, _ in rule.patterns():
             hold = np.ones(len(table), dtype=bool)
             for a in atoms:
-                hold &= a.holds(_typed(table[a.column]), columns[a.column])
-            bad |= hold & ~failing.holds(_typed(table[failing.column]), columns[failing.column])
+                hold &= a.holds(typed_values(table[a.column]), columns[a.column])
+            if failing.other is not None:
+                bad |= hold & ~failing.holds_pair(typed_values(table[failing.column]), typed_values(table[failing.other]))
+            else:
+                bad |= hold & ~failing.holds(typed_values(table[failing.column]), columns[failing.column])
         out[rule.text] = int(bad.sum())
     return out
 
 
-def _typed(series: pd.Series):
+def typed_values(series: pd.Series):
+    """A typed column's values as atoms read them: the Categorical's array, or floats with NaN for null."""
     if isinstance(series.dtype, pd.CategoricalDtype):
         return series.array
     return pd.to_numeric(series, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)

@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 from scipy.special import logsumexp
 
+from dpsyn.dataloader.comparisons import failing_pairs
 from dpsyn.dataloader.encoding import Encoder
 from dpsyn.dataloader.rules import Atom
 from dpsyn.dataloader.schema import CATEGORICAL, Column, Schema
@@ -101,6 +102,59 @@ def null_switches(schema: Schema, public: pd.DataFrame) -> list[NullSwitch]:
     return found
 
 
+def comparison_rules(schema: Schema, public: pd.DataFrame) -> list[str]:
+    """Comparisons between two numeric columns that every typed public row with both set meets (``A < B``,
+    else ``A <= B``), on at least structure_min_support rows, where the chance that independent columns with
+    these distributions meet it on every one of those rows is below structure_chance: as rules, guarded by
+    ``!= N`` for a column with a null token."""
+    numeric = [c for c in schema.columns if c.kind != CATEGORICAL]
+    found = []
+    for a, b in ((a, b) for a in numeric for b in numeric if a.name != b.name):
+        x, y = public[a.name].to_numpy(dtype=np.float64), public[b.name].to_numpy(dtype=np.float64)
+        both = ~np.isnan(x) & ~np.isnan(y)
+        x, y = x[both], y[both]
+        if len(x) < T.structure_min_support:
+            continue
+        for op, strict in (("<", True), ("<=", False)):
+            if not (x < y if strict else x <= y).all():
+                continue
+            ys = np.sort(y)  # P(A op B) for independent draws from the two distributions
+            chance = (len(ys) - np.searchsorted(ys, x, side="right" if strict else "left")).mean() / len(ys)
+            if len(x) * math.log(max(chance, 1e-300)) < math.log(T.structure_chance) and chance < 1:
+                guard = " and ".join(f"{c.name} != {c.null}" for c in (a, b) if c.null is not None)
+                found.append(f"{guard} => {a.name} {op} {b.name}" if guard else f"{a.name} {op} {b.name}")
+            break
+    return found
+
+
+def category_null_rules(schema: Schema, public: pd.DataFrame) -> list[str]:
+    """``C in {...} <=> X = N`` where, in the typed public data, each value of categorical column C has X
+    always null or never, both occur, and the chance of a split that clean between independent columns is
+    below structure_chance (on at least structure_min_support rows); left out where the values are C's own
+    null token alone (a null link)."""
+    found = []
+    for c in (c for c in schema.columns if c.kind == CATEGORICAL):
+        values = public[c.name].astype(object).to_numpy()
+        for x in (x for x in schema.columns if x.name != c.name and x.null is not None):
+            null = _is_null(public[x.name], x)
+            rate = null.mean()
+            if not 0 < rate < 1 or len(values) < T.structure_min_support:
+                continue
+            frame = pd.DataFrame({"v": values, "null": null})
+            per = frame.groupby("v", sort=False)["null"].agg(["mean", "size"])
+            if not per["mean"].isin((0.0, 1.0)).all():
+                continue
+            sizes = per["size"].to_numpy(dtype=np.float64)
+            chance = float(np.logaddexp(sizes * math.log(rate), sizes * math.log(1 - rate)).sum())
+            nulls = [v for v, m in per["mean"].items() if m == 1.0]
+            if chance >= math.log(T.structure_chance) or nulls == [c.null]:
+                continue
+            shown = [str(v) for v in c.values if v in nulls] + ([c.null] if c.null in nulls else [])
+            left = f"{c.name} = {shown[0]}" if len(shown) == 1 else f"{c.name} in {{{', '.join(shown)}}}"
+            found.append(f"{left} <=> {x.name} = {x.null}")
+    return found
+
+
 def switch_cuts(switches: list[NullSwitch], schema: Schema) -> dict[str, list[float]]:
     """Bin edges that put each switch on a bin boundary (just below the threshold for "<")."""
     cuts: dict[str, list[float]] = {}
@@ -124,7 +178,10 @@ def detect(schema: Schema, encoder: Encoder, public_typed: pd.DataFrame | None, 
                      f"synthesis keeps every record inside them")
     declared = {f"{' and '.join(map(str, atoms))} => {failing}" for r in schema.rules for atoms, failing, _ in
                 r.patterns()}
-    proposals = sorted({s.rule() for s in switches} - declared)
+    found = {s.rule() for s in switches}
+    if public_typed is not None:
+        found |= set(comparison_rules(schema, public_typed)) | set(category_null_rules(schema, public_typed))
+    proposals = sorted(found - declared - {" ".join(r.text.split()) for r in schema.rules})
     if proposals:
         notes.append("public data suggests edit rules (not applied; copy into \"constraints\" to apply): " +
                      "; ".join(f'"{p}"' for p in proposals))
@@ -145,14 +202,27 @@ def rule_boxes(rules, encoder: Encoder) -> Boxes:
     for rule in rules:
         for atoms, failing, fix in rule.patterns():
             masks: dict[int, np.ndarray] = {}
-            for atom, negate in [(a, False) for a in atoms] + [(failing, True)]:
+            for atom, negate in [(a, False) for a in atoms] + ([] if failing.other else [(failing, True)]):
                 j = names.index(atom.column)
                 m = atom_codes(atom, encoder.coders[j])
                 m = ~m if negate else m
                 masks[j] = masks[j] & m if j in masks else m
-            if all(m.any() for m in masks.values()):
-                boxes.append(Box(tuple(masks), tuple(masks.values()), names.index(fix), rule.text))
+            for extra in _comparison_masks(failing, encoder) if failing.other else [{}]:
+                box = dict(masks)
+                for j, m in extra.items():
+                    box[j] = box[j] & m if j in box else m
+                if all(m.any() for m in box.values()):
+                    boxes.append(Box(tuple(box), tuple(box.values()), names.index(fix), rule.text))
     return Boxes(tuple(boxes))
+
+
+def _comparison_masks(atom: Atom, encoder: Encoder) -> list[dict[int, np.ndarray]]:
+    """The codes where comparison ``atom`` fails for every value, as one pair of masks per code of the other
+    column (that code, and the codes of ``atom.column`` it fails with)."""
+    names = encoder.names
+    j, k = names.index(atom.column), names.index(atom.other)
+    fails = failing_pairs(atom, {c.column.name: c for c in (encoder.coders[j], encoder.coders[k])})
+    return [{j: fails[:, b], k: np.arange(fails.shape[1]) == b} for b in range(fails.shape[1]) if fails[:, b].any()]
 
 
 def atom_codes(atom: Atom, coder) -> np.ndarray:

@@ -77,6 +77,27 @@ def build_schema(dictionary: dict, public: pd.DataFrame) -> dict:
     }
 
 
+# edit rules the data dictionary supports: the age rules, and the housing and family rules NIST's SDNist checks
+CONSTRAINTS = [
+    "AGEP < 15 <=> MSP = N",
+    "AGEP < 15 <=> PINCP = N",
+    "AGEP < 15 <=> PINCP_DECILE = N",
+    "AGEP < 16 => INDP = N",
+    "AGEP < 16 => INDP_CAT = N",
+    "INDP = N <=> INDP_CAT = N",
+    "AGEP < 3 <=> EDU = N",
+    "AGEP < 5 <=> DREM = N",
+    "AGEP < 5 <=> DPHY = N",
+    "AGEP < 15 => DVET = N",
+    "AGEP < 15 => EDU != 12",
+    "AGEP < 5 => EDU in {N, 1, 2, 3, 4}",
+    "HOUSING_TYPE != 1 <=> OWN_RENT = 0",
+    "HOUSING_TYPE != 1 <=> NOC = N",
+    "HOUSING_TYPE != 1 => NPF = N",
+    "NOC != N and NPF != N => NOC < NPF",
+]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--source", type=Path, default=ROOT.parent / "shared/data/nist_crc_acs_excerpts")
@@ -87,7 +108,7 @@ def main() -> None:
     dictionary = json.loads((args.source / "data_dictionary.json").read_text())
     params = {"runs": [{"epsilon": e, "delta": DELTA, "max_records": MAX_RECORDS, "max_records_per_individual": 1}
                        for e in EPSILONS],
-              "schema": build_schema(dictionary, public)}
+              "schema": build_schema(dictionary, public), "constraints": CONSTRAINTS}
     (ROOT / "parameters.json").write_text(json.dumps(params, indent=2) + "\n")
     private.to_csv(HERE / "private.csv", index=False)
     public.to_csv(HERE / "public.csv", index=False)
