@@ -30,6 +30,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
+from bench import sections  # noqa: E402
 from tests.sprint2_generator import SPRINT2_PARAMS, generate  # noqa: E402
 
 CHUNK = 1_000_000
@@ -96,15 +97,6 @@ MEASURED = ("import resource, subprocess, sys; code = subprocess.run(sys.argv[1:
             "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); sys.exit(code)")
 
 
-def section(text: str) -> str:
-    """The "## Scale" section of a RESULTS page (to the next "## " heading or the end), or ""."""
-    start = text.find(SECTION)
-    if start < 0:
-        return ""
-    end = text.find("\n## ", start + len(SECTION))
-    return text[start:] if end < 0 else text[start:end + 1]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, nargs="+", default=[1_000_000, 5_000_000])
@@ -138,9 +130,7 @@ def main() -> None:
         print(text)
         return
     results = HERE / "RESULTS.md"
-    old = results.read_text()
-    current = section(old)
-    results.write_text(old.replace(current, text + "\n") if current else old.rstrip("\n") + "\n\n" + text + "\n")
+    results.write_text(sections.replaced(results.read_text(), SECTION, text))
     print(results)
 
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -146,22 +145,6 @@ def page_section(tables: list[list[str]], command: str, aim_note: str) -> str:
     return "\n".join(text)
 
 
-SECTION_TEXT = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)  # to the next heading
-
-
-def existing_section(page: str) -> str:
-    """The generalization section of a RESULTS page (to the next "## " heading or the end), or ""."""
-    found = SECTION_TEXT.search(page)
-    return found.group(0) if found else ""
-
-
-def replace_section(page: str, section: str) -> str:
-    """``page`` with its generalization section replaced by ``section`` (appended where it has none)."""
-    if SECTION_TEXT.search(page):
-        return SECTION_TEXT.sub(lambda _: section + "\n", page)
-    return page.rstrip("\n") + "\n\n" + section
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--datasets", nargs="+", choices=list(SUITE), default=list(SUITE))
@@ -176,6 +159,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=HERE / "RESULTS.md")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
+    from bench import sections
     from bench.results import OUT, run
     cap = [] if args.aim_cap is None else ["--aim-cap", f"{args.aim_cap:g}"]
     runs = {(d, m): [str(HERE / "run_bench.py"), "--datasets", d, "--methods", m, "--eps", *args.eps,
@@ -197,7 +181,7 @@ def main() -> None:
                + (f" (AIM: --aim-cap {args.aim_cap:g})" if cap else ""))
     section = page_section([done[key] for key in runs], command, aim_note if "aim" in args.methods else "No AIM runs")
     page = args.out.read_text() if args.out.exists() else "# Benchmark results\n"
-    args.out.write_text(replace_section(page, section))
+    args.out.write_text(sections.replaced(page, SECTION, section))
 
 
 if __name__ == "__main__":

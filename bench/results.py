@@ -11,8 +11,9 @@ BENCH_DATA).  It runs, each dataset in its own process (``--workers`` at a time)
   and the paper's setting (adult_raw, five moments, half of ε = 2's ρ);
 * the moments' noise floor: ``bench/moment_floor.py``;
 
-and writes one page of tables with the commands that made them (the "## Scale" and "## Generalization suite"
-sections, which ``bench/bench_scale.py`` and ``bench/generalization.py`` write, are kept as they are).  History stays in git.
+and writes one page of tables with the commands that made them (the "## Scale", "## Generalization suite" and
+"## SDNist" sections, which ``bench/bench_scale.py``, ``bench/generalization.py`` and ``bench/sdnist_report.py``
+write, are kept as they are).  History stays in git.
 """
 from __future__ import annotations
 
@@ -26,8 +27,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
-from bench.bench_scale import section  # noqa: E402
-from bench.generalization import existing_section as generalization_section  # noqa: E402
+from bench import sections  # noqa: E402
+from bench.bench_scale import SECTION as SCALE  # noqa: E402
+from bench.generalization import SECTION as GENERALIZATION  # noqa: E402
+from bench.sdnist_report import SECTION as SDNIST  # noqa: E402
 
 OUT = HERE / "out" / "results"
 ACCURACY = ("demo", "adult", "ct_drug_deaths", "acs_split")
@@ -127,8 +130,9 @@ def main() -> None:
     with ThreadPoolExecutor(args.workers) as pool:
         tables = {name: lines for name, lines, _ in pool.map(lambda item: run(*item), commands.items())}
     old = args.out.read_text() if args.out.exists() else ""
-    # the sections other commands write (bench/bench_scale.py, bench/generalization.py), kept as they are
-    kept = [text for text in (section(old), generalization_section(old)) if text]
+    # the sections other commands write (bench/bench_scale.py, bench/generalization.py, bench/sdnist_report.py),
+    # kept as they are
+    kept = [text for text in (sections.existing(old, h) for h in (SCALE, GENERALIZATION, SDNIST)) if text]
     args.out.write_text(page(tables, commands, args.seeds, args.aim_cap) + "".join("\n" + text for text in kept))
     print(args.out)
 
