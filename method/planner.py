@@ -14,8 +14,9 @@ Beyond the write-up: where it picks one-way or two-way, the planner keeps
 two-way only when measuring every pair is cheap (expected L1 noise per pair below
 planner_two_way_noise of the rows, see ``pair_noise``; planner_two_way_noise_from_draws without public records)
 and, with groups, every group × column marginal too (the same test on their cells: many small
-groups make each group's own marginals mostly noise, as on the Sprint-2 shape), and otherwise
-picks "adaptive" (method/adaptive.py: AIM-style rounds that measure what the model gets wrong),
+groups make each group's own marginals mostly noise, as on the Sprint-2 shape), and only with groups
+or a public file (without either, few adaptive rounds measure what cheap pairs leave wrong, triples
+included, so the model grows with the budget), and otherwise picks "adaptive" (method/adaptive.py: AIM-style rounds that measure what the model gets wrong),
 with the group-count share of the regime it replaces (the two-way one when forced), and with
 fewer, larger rounds where the pairs were below planner_two_way_noise.  The thresholds come from
 bench/run_bench.py.
@@ -137,7 +138,7 @@ def make_plan(epsilon: float, theta: int, noisy_total: float | None, has_groups:
     ``pair_cells`` (the cells of every pair of non-group columns) are given, measuring every
     pair decides: two-way when its noise (``pair_noise``) is below planner_two_way_noise (without public
     records planner_two_way_noise_from_draws), and so is that of the group × column marginals (cells
-    ``group_cells``) where there are groups; else the adaptive rounds, which measure only the
+    ``group_cells``) where there are groups, and there are groups or public records; else the adaptive rounds, which measure only the
     marginals worth their noise (``few_rounds`` where that noise is below planner_two_way_noise; 1-way
     marginals at two rounds' rho each, ``one_way_rounds``, where the pairs' noise is below
     planner_rich_pair_noise, ``rich``, and without public records at planner_poor_one_way_rounds rounds' rho above it
@@ -171,7 +172,8 @@ def make_plan(epsilon: float, theta: int, noisy_total: float | None, has_groups:
             pairs = pair_noise(rho, theta, noisy_total, pair_cells)
             groups = pair_noise(rho, theta, noisy_total, group_cells) if has_groups and group_cells else 0.0
             noise = max(pairs, groups)
-            regime = TWO_WAY if noise < (T.planner_two_way_noise if has_public else T.planner_two_way_noise_from_draws) else ADAPTIVE
+            cheap = noise < (T.planner_two_way_noise if has_public else T.planner_two_way_noise_from_draws)
+            regime = TWO_WAY if cheap and (has_groups or has_public) else ADAPTIVE
             few_rounds = regime == ADAPTIVE and noise < T.planner_two_way_noise
             rich = regime == ADAPTIVE and not few_rounds and pairs < T.planner_rich_pair_noise
             poor = regime == ADAPTIVE and not few_rounds and not rich

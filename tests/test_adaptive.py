@@ -142,8 +142,12 @@ def test_the_planner_measures_every_pair_only_when_that_is_cheap():
     dear = pair_noise(0.001, 1, rows, cells)
     assert cheap < T.planner_two_way_noise < dear
     # eps = 5, theta = 1, 5,000 rows: the write-up picks two-way; the noise of all pairs decides
-    assert make_plan(5.0, 1, rows, False, False, rho=10.0, pair_cells=cells).regime == TWO_WAY
-    assert make_plan(5.0, 1, rows, False, False, rho=0.001, pair_cells=cells).regime == ADAPTIVE
+    assert make_plan(5.0, 1, rows, True, False, rho=10.0, pair_cells=cells).regime == TWO_WAY
+    assert make_plan(5.0, 1, rows, False, True, rho=10.0, pair_cells=cells).regime == TWO_WAY
+    assert make_plan(5.0, 1, rows, True, False, rho=0.001, pair_cells=cells).regime == ADAPTIVE
+    # with neither groups nor a public file, cheap pairs go to few adaptive rounds, which may measure beyond pairs
+    plan = make_plan(5.0, 1, rows, False, False, rho=10.0, pair_cells=cells)
+    assert (plan.regime, plan.few_rounds) == (ADAPTIVE, True)
     assert make_plan(5.0, 1, rows, False, False).regime == TWO_WAY  # the write-up alone
     assert make_plan(1.0, 1, rows, False, False).regime == ONE_WAY
     assert make_plan(1.0, 1, rows, False, False, rho=0.001, pair_cells=cells).regime == ADAPTIVE
@@ -214,7 +218,7 @@ def test_many_small_groups_make_the_planner_measure_adaptively():
     assert make_plan(5.0, 1, rows, True, False, rho=10.0, pair_cells=cells, group_cells=few).regime == TWO_WAY
     assert make_plan(5.0, 1, rows, True, False, rho=10.0, pair_cells=cells, group_cells=many).regime == ADAPTIVE
     # without groups the group cells play no part
-    assert make_plan(5.0, 1, rows, False, False, rho=10.0, pair_cells=cells, group_cells=many).regime == TWO_WAY
+    assert make_plan(5.0, 1, rows, False, True, rho=10.0, pair_cells=cells, group_cells=many).regime == TWO_WAY
 
 
 def per_person_table(people: int = 300, seed: int = 0) -> pd.DataFrame:
