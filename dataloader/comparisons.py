@@ -5,10 +5,12 @@ Post-processing only: this reads and rewrites synthetic codes and values, never 
 privacy budget.
 
 The encoder cuts both columns at each other's edges (dataloader/encoding.py).  For a pair of their bins the
-comparison then holds for every pair of values, for none, or, where the bins overlap, for some.  Synthesis keeps
+comparison holds for every pair of values, for none, or, where the bins overlap, for some.  Synthesis keeps
 records out of the pairs where it holds for none (:func:`failing_pairs`, boxes in dataloader/structure.py).
-Decoding draws each value inside its bin on its own, so :func:`settle_comparisons` then moves the values of a pair that
-still breaks the comparison inside their bins until it holds (swapping them where that is enough).
+Decoding draws each value inside its bin on its own, so :func:`settle_comparisons` then moves the values of a
+pair that still breaks the comparison inside their bins until it holds (swapping them where both columns share
+a grid and that is enough).  A column is compared in one rule at most and is never a group-level column
+(dataloader/rules.py, dataloader/structure.py), so no move can break another comparison or a group's value.
 """
 from __future__ import annotations
 
@@ -28,8 +30,9 @@ def _as_low_high(atom: Atom) -> tuple[str, str, bool]:
 def _value_range(coder) -> tuple[np.ndarray, np.ndarray]:
     """Per code of a numeric column: the smallest and the largest value it decodes to (NaN for the null code)."""
     bins = len(coder.edges) - 1
-    first = np.array([coder.first_value(b) for b in range(bins)], dtype=np.float64)
-    last = np.asarray(coder.edges[1:], dtype=np.float64)
+    # decoding clips to the column's range, which may lie off its grid (min 0.05 with one decimal)
+    first = np.maximum([coder.first_value(b) for b in range(bins)], coder.column.low).astype(np.float64)
+    last = np.minimum(coder.edges[1:], coder.column.high).astype(np.float64)
     if coder.column.null is not None:
         first, last = np.append(first, np.nan), np.append(last, np.nan)
     return first, last
@@ -95,9 +98,10 @@ def settle_comparisons(typed: pd.DataFrame, rules, coders: dict) -> pd.DataFrame
             x, y = x[rows].copy(), y[rows].copy()
             (x_first, x_last), (y_first, y_last) = _bin_of(coders[low], x), _bin_of(coders[high], y)
             met = _meets(x, y, strict)
-            swap = ~met & (y >= x_first) & (y <= x_last) & (x >= y_first) & (x <= y_last) & _meets(y, x, strict)
-            x[swap], y[swap] = y[swap], x[swap].copy()
-            met |= swap
+            if _same_grid(coders[low], coders[high]):  # a swapped value then lies on its new column's grid
+                swap = ~met & (y >= x_first) & (y <= x_last) & (x >= y_first) & (x <= y_last) & _meets(y, x, strict)
+                x[swap], y[swap] = y[swap], x[swap].copy()
+                met |= swap
             lowered = np.minimum(x, _grid_below(coders[low], y, strict))
             use = ~met & (lowered >= x_first)
             x[use], met = lowered[use], met | use
@@ -112,6 +116,10 @@ def settle_comparisons(typed: pd.DataFrame, rules, coders: dict) -> pd.DataFrame
             out[low] = _assign(out[low], rows, x)
             out[high] = _assign(out[high], rows, y)
     return out
+
+
+def _same_grid(a, b) -> bool:
+    return a.precision == b.precision and a.column.integral == b.column.integral
 
 
 def _meets(x: np.ndarray, y: np.ndarray, strict: bool) -> np.ndarray:

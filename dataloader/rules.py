@@ -122,6 +122,17 @@ def parse_rules(raw: object, columns: dict[str, Column], problems: list[str]) ->
             rules.append(_parse_rule(text, columns))
         except ValueError as exc:
             problems.append(f"constraints[{i}] {text!r}: {exc}")
+    seen: dict[str, str] = {}
+    for rule in rules:  # settling one comparison must not break another (dataloader/comparisons.py)
+        for atom in rule.conclusion:
+            for name in (atom.column, atom.other) if atom.other is not None else ():
+                if name in seen and seen[name] != rule.text:
+                    problems.append(f"constraints: {name} is compared in two rules ({seen[name]!r} and "
+                                    f"{rule.text!r}); a column may be compared in one rule only")
+                seen.setdefault(name, rule.text)
+                if columns[name].constant_within:
+                    problems.append(f"constraints: {rule.text!r} compares {name}, which is constant within "
+                                    f"{', '.join(columns[name].constant_within)}; a comparison cannot move it")
     return tuple(rules)
 
 
@@ -135,10 +146,13 @@ def _parse_rule(text: str, columns: dict[str, Column]) -> Rule:
     k = arrows[0]
     condition = _parse_clause(tokens[:k], columns)
     conclusion = _parse_clause(tokens[k + 1:], columns)
-    compared = [str(a) for a in condition + conclusion if a.other is not None]
+    compared = [a for a in condition + conclusion if a.other is not None]
     if compared and (tokens[k] == "<=>" or any(a.other is not None for a in condition)):
-        raise ValueError(f"{compared[0]} compares two columns: write it only as what a => rule concludes "
-                         f"(e.g. A != N and B != N => {compared[0]})")
+        atom = compared[0]
+        guard = " and ".join(f"{c} != {columns[c].null}" for c in (atom.column, atom.other)
+                             if columns[c].null is not None)
+        raise ValueError(f"{atom} compares two columns: write it only as what a => rule concludes, or alone "
+                         f"(e.g. {guard + ' => ' if guard else ''}{atom})")
     return Rule(text, condition, conclusion, tokens[k] == "<=>")
 
 
@@ -178,15 +192,24 @@ def _parse_atom(tokens: list[str], columns: dict[str, Column]) -> Atom:
     if op in ORDER_OPS:
         if col.kind == CATEGORICAL:
             raise ValueError(f"{op} needs a numeric column; {name} is categorical (use = or in)")
-        if raw_values[0] in columns and not _is_number(raw_values[0]):
-            return _comparison(name, op, raw_values[0], columns)
+        token = raw_values[0]
+        if token in columns and (_is_number(token) or token == col.null):
+            raise ValueError(f"{token!r} is both a column and a {'number' if _is_number(token) else 'null token'} "
+                             f"(in {shown}): rename the column to compare with it")
+        if token in columns:
+            return _comparison(name, op, token, columns)
         if not _is_number(raw_values[0]) and raw_values[0] != col.null:
             raise ValueError(f"{raw_values[0]!r} is neither a number nor a column (in {shown})")
         return Atom(name, op, (_number(name, col, raw_values[0], allow_null=False),))
-    if col.kind == CATEGORICAL:
-        values = tuple(_category(name, col, v) for v in raw_values)
-    else:
-        values = tuple(_number(name, col, v, allow_null=True) for v in raw_values)
+    try:
+        if col.kind == CATEGORICAL:
+            values = tuple(_category(name, col, v) for v in raw_values)
+        else:
+            values = tuple(_number(name, col, v, allow_null=True) for v in raw_values)
+    except ValueError as exc:
+        if any(v in columns for v in raw_values):
+            raise ValueError(f"{exc} (only <, <=, > and >= compare two columns)") from None
+        raise
     return Atom(name, op, values)
 
 

@@ -27,8 +27,8 @@ from scipy.special import logsumexp
 
 from dpsyn.dataloader.comparisons import failing_pairs
 from dpsyn.dataloader.encoding import Encoder
-from dpsyn.dataloader.rules import Atom
-from dpsyn.dataloader.schema import CATEGORICAL, Column, Schema
+from dpsyn.dataloader.rules import Atom, compared as compared_columns
+from dpsyn.dataloader.schema import CATEGORICAL, Column, Schema, SchemaError
 from dpsyn.lib.constraints import Box, Boxes, Derivation, NullLink
 from dpsyn.lib.tuning import T
 
@@ -191,7 +191,8 @@ def detect(schema: Schema, encoder: Encoder, public_typed: pd.DataFrame | None, 
     children = {d.child for d in derivations}
     links = _null_links(schema, encoder, public_typed, children, derivations, notes) if public_typed is not None \
         else ()
-    group_level = _group_level(schema, public_text, group_columns, {names[c] for c in children}, notes)
+    compared = set(compared_columns(schema.rules))  # a comparison moves their values row by row: never group-level
+    group_level = _group_level(schema, public_text, group_columns, {names[c] for c in children} | compared, notes)
     return Structure(boxes, derivations, links, group_level, tuple(notes))
 
 
@@ -221,7 +222,10 @@ def _comparison_masks(atom: Atom, encoder: Encoder) -> list[dict[int, np.ndarray
     column (that code, and the codes of ``atom.column`` it fails with)."""
     names = encoder.names
     j, k = names.index(atom.column), names.index(atom.other)
-    fails = failing_pairs(atom, {c.column.name: c for c in (encoder.coders[j], encoder.coders[k])})
+    a, b = encoder.coders[j], encoder.coders[k]
+    fails = failing_pairs(atom, {c.column.name: c for c in (a, b)})
+    if fails[:len(a.edges) - 1, :len(b.edges) - 1].all():
+        raise SchemaError([f"constraints: no values of {atom.column} and {atom.other} in their ranges meet {atom}"])
     return [{j: fails[:, b], k: np.arange(fails.shape[1]) == b} for b in range(fails.shape[1]) if fails[:, b].any()]
 
 

@@ -15,7 +15,8 @@ from dpsyn.dataloader.comparisons import failing_pairs, settle_comparisons
 from dpsyn.dataloader.encoding import Encoder
 from dpsyn.dataloader.rules import violations
 from dpsyn.dataloader.schema import SchemaError, parse_schema
-from dpsyn.dataloader.structure import rule_boxes
+from dpsyn.dataloader.reading import validate
+from dpsyn.dataloader.structure import detect, rule_boxes
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNS = [{"epsilon": 1.0, "delta": 1e-9, "max_records": 5000, "max_records_per_individual": 1}]
@@ -55,6 +56,7 @@ def test_a_comparison_parses_and_names_both_columns():
 
 @pytest.mark.parametrize("rule, message", [
     ("KIDS != N => KIDS < HOME", "HOME is categorical"),
+    ("KIDS != N => KIDS = SIZE", "only <, <=, > and >= compare two columns"),
     ("KIDS != N => KIDS < NOPE", "'NOPE' is neither a number nor a column"),
     ("KIDS < SIZE => HOME = family", "write it only as what a => rule concludes"),
     ("HOME = family <=> KIDS < SIZE", "write it only as what a => rule concludes"),
@@ -64,6 +66,25 @@ def test_bad_comparisons_are_one_line_each(rule, message):
     with pytest.raises(SchemaError) as err:
         schema_of(rules=[rule])
     assert len(err.value.problems) == 1 and message in err.value.problems[0]
+
+
+@pytest.mark.parametrize("columns, rules, message", [
+    (COLUMNS, ["KIDS != N and SIZE != N => KIDS < SIZE", "W <= KIDS"], "KIDS is compared in two rules"),
+    ({**COLUMNS, "W": dict(COLUMNS["W"], constant_within=["HOME"])}, ["W <= V"], "constant within HOME"),
+    ({**COLUMNS, "5": {"values": ["a"]}}, ["W < 5"], "'5' is both a column and a number"),
+    ({**COLUMNS, "N": {"values": ["a"]}}, ["KIDS != N => KIDS < N"], "'N' is both a column and a null token"),
+])
+def test_comparisons_that_settling_could_not_keep_or_that_read_two_ways_are_one_line_each(columns, rules, message):
+    with pytest.raises(SchemaError) as err:
+        schema_of(columns, rules)
+    assert len(err.value.problems) == 1 and message in err.value.problems[0]
+
+
+def test_a_comparison_no_values_in_the_ranges_can_meet_is_refused_before_any_data_is_read():
+    schema = schema_of({"A": {"dtype": "int", "min": 10, "max": 20}, "B": {"dtype": "int", "min": 0, "max": 9}},
+                       ["A < B"])
+    with pytest.raises(SchemaError, match="no values of A and B in their ranges meet A < B"):
+        rule_boxes(schema.rules, Encoder.fit(schema))
 
 
 def test_a_bad_comparison_on_the_command_line_exits_2_and_writes_nothing(tmp_path):
@@ -103,13 +124,9 @@ def test_failing_pairs_are_exactly_the_bins_where_no_pair_of_values_meets_the_co
 
 
 def _values(coder, code: int) -> list[float]:
-    """Every value ``code`` decodes to (NaN for the null code)."""
-    if code == len(coder.edges) - 1:
-        return [np.nan]
-    step = coder.step
-    lo, hi = coder.edges[code], coder.edges[code + 1]
-    k = np.arange(np.floor(np.round(lo / step, 6)) + 1, np.floor(np.round(hi / step, 6)) + 1)
-    return list(np.round(k * step, coder.precision))
+    """Every value ``code`` decodes to (NaN for the null code), as the decoder draws them."""
+    drawn = coder.decode(np.full(4000, code), np.random.default_rng(code))
+    return list(np.unique(drawn)) if not np.isnan(drawn).all() else [np.nan]
 
 
 def test_settling_moves_values_only_inside_their_bins_and_only_where_the_comparison_breaks():
@@ -126,6 +143,9 @@ def test_settling_moves_values_only_inside_their_bins_and_only_where_the_compari
     settled = settle_comparisons(typed, schema.rules, coders)
     assert set(violations(settled, schema.rules, columns).values()) == {0}
     assert (enc.encode(settled) == codes).all()  # every value stays in its bin
+    for name, decimals in (("W", 1), ("V", 2), ("KIDS", 0), ("SIZE", 0)):  # and on its column's grid
+        values = settled[name].astype(float).dropna().to_numpy()
+        assert np.allclose(values, np.round(values, decimals)), name
     broke = np.zeros(len(typed), dtype=bool)
     for name in ("KIDS", "SIZE", "W", "V"):
         moved = ~(settled[name].astype(float).fillna(-99).to_numpy() == typed[name].astype(float).fillna(-99).to_numpy())
@@ -133,6 +153,26 @@ def test_settling_moves_values_only_inside_their_bins_and_only_where_the_compari
     kids, size = typed.KIDS.astype(float).to_numpy(), typed.SIZE.astype(float).to_numpy()
     w, v = typed.W.to_numpy(), typed.V.to_numpy()
     assert not (broke & (kids < size) & (w <= v)).any()  # records that met both comparisons are untouched
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_comparisons_across_grids_hold_and_keep_each_columns_grid(seed):
+    """An integer column against a one-decimal one, and a column whose min lies off its grid."""
+    columns = {"I": {"dtype": "int", "min": 0, "max": 20, "bins": 3},
+               "F": {"dtype": "float", "min": 0.05, "max": 20, "precision": 1, "bins": 4}}
+    rng = np.random.default_rng(seed)
+    f = np.round(rng.uniform(0.05, 20, 2000), 1).clip(0.1)
+    frame = pd.DataFrame({"I": np.floor(f * rng.random(2000)).astype(int).astype(str), "F": f.astype(str)})
+    params = {"runs": [dict(RUNS[0], epsilon=eps) for eps in (0.5, 5.0)], "schema": columns,
+              "constraints": ["F > I"]}
+    schema = parse_schema(params)
+    for run in release(frame, params, None, "dpsyn", seed=seed, group_columns=()):
+        t = run.table
+        assert violations(t, schema.rules, {c.name: c for c in schema.columns}) == {"F > I": 0}
+        i, f = t["I"].astype(float).to_numpy(), t["F"].astype(float).to_numpy()
+        assert np.allclose(i, np.round(i))
+        assert (np.isclose(f, np.round(f, 1)) | (f == 0.05)).all()  # the grid, or the min decoding clips to
+        assert f.min() >= 0.05 and i.min() >= 0
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -162,3 +202,17 @@ def test_a_draft_proposes_comparisons_and_category_null_rules_the_public_file_ne
     broken.loc[np.flatnonzero(broken.HOME == "other")[:1], "HOME"] = "family"  # one family without size
     suggested = " ".join(r for r in draft_schema(broken, dictionary)["review"] if "suggests edit rules" in r)
     assert "KIDS < SIZE" not in suggested and "HOME" not in suggested
+
+
+def test_a_compared_column_is_never_taken_as_group_level():
+    """W holds one value per HOME in the public file, but a comparison moves it row by row."""
+    schema = schema_of(rules=["W <= V"])
+    public = table(400, seed=5)
+    public["W"] = np.where(public.HOME == "family", "1.0", "2.0")
+    public["V"] = "9.5"
+    typed = validate(public, schema, "public", public=True)
+    enc = Encoder.fit(schema, typed)
+    found = detect(schema, enc, typed, enc.encode(typed), public, ("HOME",), [])
+    assert "W" not in dict(found.group_level)
+    unruled = schema_of(rules=[])
+    assert "W" in dict(detect(unruled, enc, typed, enc.encode(typed), public, ("HOME",), []).group_level)
