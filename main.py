@@ -28,7 +28,7 @@ if __name__ == "__main__" and not __package__:
 from dpsyn.api import (BAD_INPUT, DEFAULT_ID_COLUMN, Settings, draft_schema, ledger_path, plan, release,
                        resolve_group_columns)
 from dpsyn.dataloader.encoding import DEFAULT_BINS
-from dpsyn.dataloader.reading import ON_INVALID, DataError
+from dpsyn.dataloader.reading import ON_INVALID, DataError, read_header
 from dpsyn.dataloader.schema import NUMERIC, SchemaError, load_schema
 from dpsyn.dataloader.submission import check_submission
 from dpsyn.dataloader.writing import StagedFiles, check_writable, committed_paths
@@ -231,6 +231,10 @@ def _evaluation_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", help="categorical column to predict (classifier utility)")
     p.add_argument("--sensitive", help="with --target: column whose groups get per-group error rates")
     p.add_argument("--positive", help="with --target: the positive class (default: its last schema value)")
+    p.add_argument("--id-column", default=None,
+                   help="column naming each row's individual in the real and synthetic files: scores rows per "
+                        f"individual and the parameters' individual section; default: {DEFAULT_ID_COLUMN} "
+                        "when the real file has it")
     p.add_argument("--quiet", action="store_true", help="only warnings and errors on stderr")
 
 
@@ -429,11 +433,16 @@ def _evaluation_setup(args):
         problems.append(f"--three-way must be >= 0, got {args.three_way}")
     if args.bins < 1:
         problems.append(f"--bins must be >= 1, got {args.bins}")
+    header = read_header(args.real)
+    id_column = args.id_column or (DEFAULT_ID_COLUMN if DEFAULT_ID_COLUMN in header else None)
+    if args.id_column is not None and (args.id_column not in header or args.id_column in schema.names):
+        problems.append(f"--id-column {args.id_column}: not a column of {args.real} outside the schema")
     if problems:
         raise SchemaError(problems)
     options = EvaluationOptions(resolve_group_columns(schema, _column_list(args.group_columns)), args.three_way,
-                                args.workload_seed, args.bins, args.target, args.sensitive, args.positive)
-    return schema, options, read_for_evaluation(args.real, schema, "real file")
+                                args.workload_seed, args.bins, args.target, args.sensitive, args.positive,
+                                id_column)
+    return schema, options, read_for_evaluation(args.real, schema, "real file", id_column)
 
 
 def score_command(args) -> int:
@@ -441,7 +450,7 @@ def score_command(args) -> int:
     schema, options, real = _evaluation_setup(args)
     if args.json_out is not None:
         check_writable(args.json_out)
-    synthetic = read_for_evaluation(args.synthetic, schema, "synthetic file")
+    synthetic = read_for_evaluation(args.synthetic, schema, "synthetic file", options.id_column)
     result = Evaluator(schema, real, options).evaluate(synthetic)
     result.update(real=str(args.real), synthetic=str(args.synthetic))
     print(format_table(result), file=sys.stderr)
@@ -465,7 +474,7 @@ def report_command(args) -> int:
     for spec in args.synthetic:
         label, _, path = spec.rpartition("=")
         path = Path(path)
-        methods[label or path.stem] = read_for_evaluation(path, schema, f"synthetic file {path}")
+        methods[label or path.stem] = read_for_evaluation(path, schema, f"synthetic file {path}", options.id_column)
         inputs[f"synthetic: {label or path.stem}"] = str(path)
         ledgers[label or path.stem] = ledgers_beside(path)
     write_report(output, schema, real, methods, options, inputs, {k: v for k, v in ledgers.items() if v})

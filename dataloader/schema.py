@@ -21,7 +21,8 @@ file); ``constant_within`` lists group columns within whose cells this column ho
 value (e.g. DENSITY within PUMA); a top-level ``constraints`` list holds edit rules
 (dataloader/rules.py); a top-level ``distinct_per_individual`` lists categorical columns in
 which no two rows of one individual agree (Sprint 2: ``["YEAR"]``, one row per person per
-year), which bounding enforces and which lowers the noise of marginals that include them.
+year), which bounding enforces and which lowers the noise of marginals that include them; a
+top-level ``individual`` says how one individual's rows relate (dataloader/individuals.py).
 
 Every problem in the file is reported at once, one line each, by
 :class:`SchemaError`.  Nothing here looks at private data.
@@ -41,7 +42,7 @@ FLOAT_DTYPES = {"float", "float32", "float64", "double"}
 STRING_DTYPES = {"str", "string", "object"}
 MAX_MAGNITUDE = float(2 ** 53)  # the largest |value| a numeric column may hold: float64 holds every integer to here
 # a parameters file's own keys ("review": the notes `dpsyn schema draft` writes for its reader, never read)
-TOP_KEYS = {"runs", "schema", "constraints", "distinct_per_individual", "review"}
+TOP_KEYS = {"runs", "schema", "constraints", "distinct_per_individual", "individual", "review"}
 KNOWN_KEYS = {"dtype", "values", "min", "max", "bins", "null", "precision", "function_of", "constant_within"}
 
 
@@ -117,6 +118,7 @@ class Schema:
     runs: tuple[Run, ...]
     rules: tuple = ()  # dataloader.rules.Rule, from the "constraints" section
     distinct_per_individual: tuple[str, ...] = ()  # no two rows of one individual agree on all of these
+    individual: object = None  # dataloader.individuals.Individual, from the "individual" section
 
     @property
     def names(self) -> list[str]:
@@ -186,9 +188,12 @@ def parse_schema(raw: object) -> Schema:
     rules = parse_rules(raw.get("constraints"), by_name, problems)
     distinct = check_distinct(raw.get("distinct_per_individual", []), by_name, "distinct_per_individual",
                               problems)
+    from dpsyn.dataloader.individuals import parse_individual
+    individual = parse_individual(raw.get("individual"), by_name, distinct, problems)
     if problems:
         raise SchemaError(problems)
-    return Schema(columns=tuple(columns), runs=tuple(runs), rules=rules, distinct_per_individual=distinct)
+    return Schema(columns=tuple(columns), runs=tuple(runs), rules=rules, distinct_per_individual=distinct,
+                  individual=individual)
 
 
 def check_distinct(names: object, by_name: dict[str, "Column"], where: str, problems: list[str]) -> tuple[str, ...]:

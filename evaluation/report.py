@@ -35,7 +35,7 @@ import pandas as pd  # noqa: E402
 from dpsyn.dataloader.writing import StagedFiles  # noqa: E402
 from dpsyn.dataloader.schema import Schema  # noqa: E402
 from dpsyn.evaluation.metrics import marginal_tvd  # noqa: E402
-from dpsyn.evaluation.scoring import WARNING, EvaluationOptions, Evaluator  # noqa: E402
+from dpsyn.evaluation.scoring import WARNING, EvaluationOptions, Evaluator, individuals_line  # noqa: E402
 from dpsyn.lib.marginals import count_marginal  # noqa: E402
 
 MAX_TICK_LABELS = 12  # categories drawn one by one; a column with more shows its most common ones and "other"
@@ -257,6 +257,10 @@ def _page(results: dict[str, dict], sections: list[tuple[str, str]], inputs: dic
     head = ["method", "epsilon", "rows", "Sprint-2 score", "TVD 1-way", "TVD 2-way", "TVD 3-way"]
     if any("utility" in r for res in results.values() for r in res["runs"].values()):
         head += ["accuracy (real-trained)", "accuracy (synthetic-trained)", "macro-F1 (synthetic-trained)"]
+    people = [f"<li>{html.escape(label)}, epsilon {html.escape(eps)}: {html.escape(individuals_line(run['individuals']))}"
+              "</li>" for label, result in results.items() for eps, run in result["runs"].items()
+              if "individuals" in run]
+    individuals = f"<h2>Individuals (rows linked by id)</h2>\n<ul>{''.join(people)}</ul>" if people else ""
     figures = "\n".join(f"<h2>{html.escape(title)}</h2>\n<img alt=\"{html.escape(title)}\" "
                         f"src=\"data:image/png;base64,{data}\">" for title, data in sections)
     metrics = "".join(f"<li><b>{html.escape(name)}</b>: {html.escape(text)}</li>" for name, text in METRICS)
@@ -273,6 +277,7 @@ table{{border-collapse:collapse;margin-bottom:1em}} td,th{{border:1px solid #ccc
 <table><tr>{"".join(f"<th>{html.escape(h)}</th>" for h in head)}</tr>
 {chr(10).join(rows)}</table>
 <ul>{metrics}</ul>
+{individuals}
 {figures}
 </body></html>
 """

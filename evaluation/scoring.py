@@ -22,9 +22,10 @@ import numpy as np
 import pandas as pd
 
 from dpsyn.dataloader.encoding import DEFAULT_BINS
-from dpsyn.dataloader.reading import DataError, read_header, read_table
+from dpsyn.dataloader.reading import DataError, check_columns, read_csv_text, read_header
 from dpsyn.dataloader.schema import Schema
 from dpsyn.evaluation.binning import encode_for_evaluation, evaluation_coders
+from dpsyn.evaluation.individuals import compare, individuals
 from dpsyn.evaluation.metrics import draw_pairs, k_marginal_score, workload_errors, workload_subsets
 from dpsyn.evaluation.mixed import MixedWorkload
 from dpsyn.evaluation.utility import UtilityTest
@@ -47,12 +48,16 @@ class EvaluationOptions:
     target: str | None = None
     sensitive: str | None = None
     positive: str | None = None
+    id_column: str | None = None  # the individuals' ids, where both tables have them
 
 
-def read_for_evaluation(path: Path, schema: Schema, what: str) -> pd.DataFrame:
-    """A table as text with every schema column (and ``epsilon`` when the file has one)."""
-    keep = EPSILON if EPSILON in read_header(path) and EPSILON not in schema.names else None
-    return read_table(path, schema, what, id_column=keep, allow_extra=True)
+def read_for_evaluation(path: Path, schema: Schema, what: str, id_column: str | None = None) -> pd.DataFrame:
+    """A table as text with every schema column (and ``epsilon`` and ``id_column`` when the file has them)."""
+    header = read_header(path)
+    keep = [c for c in (EPSILON, id_column) if c and c in header and c not in schema.names]
+    text = read_csv_text(path, what)
+    checked = check_columns(text.drop(columns=keep), schema, f"{what} {Path(path)}", allow_extra=True)
+    return pd.concat([checked, text[keep]], axis=1)
 
 
 def split_by_epsilon(synthetic: pd.DataFrame) -> dict[str, pd.DataFrame]:
@@ -88,6 +93,9 @@ class Evaluator:
         self.utility = UtilityTest(real, schema, options.target, options.sensitive, options.positive) \
             if options.target is not None else None
         self.mixed = MixedWorkload(schema, real, options.group_columns, options.target, options.workload_seed)
+        self.individual = schema.individual
+        self.real_individuals = individuals(real[options.id_column], real, self.real_codes, names, schema.individual) \
+            if options.id_column in real.columns else None
 
     def encode_runs(self, synthetic: pd.DataFrame) -> dict[str, tuple[pd.DataFrame, np.ndarray, dict]]:
         """Per epsilon of ``synthetic``: its table, its codes and its values outside the schema."""
@@ -113,6 +121,10 @@ class Evaluator:
             run.update(self.mixed.errors(table))
             if self.utility is not None:
                 run["utility"] = self.utility.score(table)
+            if self.real_individuals is not None and self.options.id_column in table.columns:
+                names = [c.column.name for c in self.coders]
+                run["individuals"] = compare(self.real_individuals, individuals(
+                    table[self.options.id_column], table, codes, names, self.individual))
             result["runs"][eps] = run
         scores = [r["sprint2_score"] for r in result["runs"].values() if "sprint2_score" in r]
         if scores:
@@ -143,9 +155,27 @@ def format_table(result: dict) -> str:
                for name in ("mixed_marginals", "linear_thresholds") if name in run]
         if raw:
             lines.append(f"{'':>8} raw-value query error: " + "; ".join(raw))
+        if "individuals" in run:
+            lines.append(f"{'':>8} individuals: {individuals_line(run['individuals'])}")
     if "sprint2_score_mean" in result:
         lines.append(f"mean Sprint-2 score over epsilons: {result['sprint2_score_mean']:.1f}")
     return "\n".join(lines)
+
+
+def individuals_line(scores: dict) -> str:
+    """The individual scores of one run in words."""
+    parts = [f"{scores['individuals']} with {scores['rows_per_individual']:.2f} rows each "
+             f"(TVD of rows per individual {scores['rows_per_individual_tvd']:.3f})"]
+    if "stable_agree" in scores:
+        parts.append(f"stable columns agree in {_share(scores['stable_agree'])}, advancing columns advance in "
+                     f"{_share(scores['advance'])} of those with two rows or more")
+    if scores.get("transitions_tvd"):
+        parts.append("transition TVD " + ", ".join(f"{c} {t:.3f}" for c, t in scores["transitions_tvd"].items()))
+    return "; ".join(parts)
+
+
+def _share(x) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
 
 
 def _num(x) -> str:

@@ -82,7 +82,7 @@ def test_an_unknown_top_level_key_is_an_error_one_line_exit_2(tmp_path, capsys):
     with pytest.raises(SchemaError) as err:
         parse_schema(raw)
     assert err.value.problems == ['parameters: unknown key "distinct_per_individuals" (known: constraints, '
-                                  'distinct_per_individual, review, runs, schema)']
+                                  'distinct_per_individual, individual, review, runs, schema)']
     params = tmp_path / "params.json"
     params.write_text(json.dumps(raw))
     from dpsyn.main import main

@@ -1,0 +1,114 @@
+"""The parameters' ``individual`` section and the scores of synthetic individuals (rows linked by an id)."""
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dpsyn.dataloader.schema import SchemaError, parse_schema
+from dpsyn.evaluation.scoring import EvaluationOptions, Evaluator
+from dpsyn.main import main
+
+RUNS = [{"epsilon": 1.0, "delta": 1e-9, "max_records": 100, "max_records_per_individual": 3}]
+SCHEMA = {"YEAR": {"values": [2012, 2013, 2014, 2015]}, "AGE": {"dtype": "int", "min": 0, "max": 99},
+          "SEX": {"values": [1, 2]}, "EMP": {"values": [0, 1]}, "LABEL": {"values": ["a", "b"]}}
+DECLARED = {"stable": ["SEX"], "advances": {"AGE": "YEAR"}, "follow": ["EMP"]}
+
+
+def params(individual=DECLARED, distinct=("YEAR",)) -> dict:
+    out = {"runs": RUNS, "schema": SCHEMA, "distinct_per_individual": list(distinct)}
+    if individual is not None:
+        out["individual"] = individual
+    return out
+
+
+def test_a_declaration_parses_with_its_clock():
+    individual = parse_schema(params()).individual
+    assert (individual.stable, individual.advances, individual.follow, individual.clock) == (
+        ("SEX",), (("AGE", "YEAR"),), ("EMP",), "YEAR")
+    assert parse_schema(params(None)).individual is None
+
+
+@pytest.mark.parametrize("individual, distinct, message", [
+    ({**DECLARED, "stabel": ["SEX"]}, ("YEAR",), "unknown key 'stabel'"),
+    ({"stable": ["NOPE"]}, ("YEAR",), "'NOPE' is not a schema column"),
+    ({"advances": {"SEX": "YEAR"}}, ("YEAR",), "SEX must be a numeric column"),
+    ({"advances": {"AGE": "LABEL"}}, ("YEAR",), "not a distinct_per_individual column"),
+    ({"advances": {"AGE": "LABEL"}}, ("LABEL",), "LABEL's values must be numbers"),
+    ({"stable": ["SEX"], "follow": ["SEX"]}, ("YEAR",), "SEX has two roles"),
+    ({"follow": ["YEAR"]}, ("YEAR",), "YEAR orders an individual's rows"),
+    ({"follow": ["EMP"]}, (), "need a distinct_per_individual column"),
+    ({"stable": "SEX"}, ("YEAR",), "must be a list of column names"),
+    (["SEX"], ("YEAR",), "must be an object"),
+])
+def test_bad_declarations_are_one_line_each(individual, distinct, message):
+    with pytest.raises(SchemaError) as err:
+        parse_schema(params(individual, distinct))
+    assert len(err.value.problems) == 1 and message in err.value.problems[0]
+
+
+def frame(rows) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=["id", "YEAR", "AGE", "SEX", "EMP", "LABEL"]).astype(str)
+
+
+# a: three years, ageing, leaves work; b: two years with a gap, stays at work; c: one row
+REAL = frame([("a", 2012, 30, 1, 1, "a"), ("a", 2013, 31, 1, 1, "a"), ("a", 2014, 32, 1, 0, "b"),
+              ("b", 2012, 50, 2, 1, "a"), ("b", 2014, 52, 2, 1, "b"), ("c", 2015, 70, 1, 0, "a")])
+
+
+def scores(synthetic: pd.DataFrame) -> dict:
+    evaluator = Evaluator(parse_schema(params()), REAL, EvaluationOptions(group_columns=(), id_column="id"))
+    return next(iter(evaluator.evaluate(synthetic)["runs"].values()))["individuals"]
+
+
+def test_the_real_table_scores_itself_perfectly():
+    s = scores(REAL)
+    assert s["rows_per_individual_tvd"] == 0 and s["transitions_tvd"] == {"EMP": 0.0}
+    assert (s["individuals"], s["rows_per_individual"], s["stable_agree"], s["advance"]) == (3, 2.0, 1.0, 1.0)
+
+
+def test_unlinked_rows_score_as_the_brute_force_says():
+    """Every row its own individual (what the release writes today): rows per individual {1: 1} against
+    {3: 1/3, 2: 1/3, 1: 1/3}, no pair of consecutive rows to compare."""
+    unlinked = REAL.assign(id=[f"s{i}" for i in range(len(REAL))])
+    s = scores(unlinked)
+    assert s["rows_per_individual_tvd"] == pytest.approx(2 / 3)
+    assert s["stable_agree"] is None and s["advance"] is None and s["transitions_tvd"] == {"EMP": 1.0}
+
+
+def test_linked_rows_that_break_the_declaration_are_counted():
+    """x: SEX changes and AGE jumps two in one year; y: consistent, but EMP 0 -> 1 where the real pairs have
+    1 -> 1 twice and 1 -> 0 once."""
+    synthetic = frame([("x", 2012, 30, 1, 1, "a"), ("x", 2013, 32, 2, 1, "a"),
+                       ("y", 2013, 40, 2, 0, "a"), ("y", 2015, 42, 2, 1, "b")])
+    s = scores(synthetic)
+    assert s["stable_agree"] == 0.5 and s["advance"] == 0.5
+    # real transitions 1->1: 2/3, 1->0: 1/3; synthetic 1->1: 1/2, 0->1: 1/2
+    assert s["transitions_tvd"]["EMP"] == pytest.approx(0.5 * (abs(2 / 3 - 1 / 2) + 1 / 3 + 1 / 2))
+    assert s["rows_per_individual_tvd"] == pytest.approx(2 / 3)  # {2: 1} against thirds of 3, 2 and 1
+
+
+def test_the_score_command_reports_individuals(tmp_path, capsys):
+    (tmp_path / "p.json").write_text(json.dumps(params()))
+    REAL.to_csv(tmp_path / "real.csv", index=False)
+    REAL.assign(epsilon=1).to_csv(tmp_path / "synthetic.csv", index=False)
+    code = main(["score", "--params", str(tmp_path / "p.json"), "--real", str(tmp_path / "real.csv"),
+                 "--synthetic", str(tmp_path / "synthetic.csv"), "--id-column", "id", "--group-columns", "none"])
+    out = capsys.readouterr()
+    assert code == 0 and "individuals: 3 with 2.00 rows each" in out.err
+    assert json.loads(out.out)["runs"]["1"]["individuals"]["advance"] == 1.0
+    code = main(["score", "--params", str(tmp_path / "p.json"), "--real", str(tmp_path / "real.csv"),
+                 "--synthetic", str(tmp_path / "synthetic.csv"), "--id-column", "nope"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "--id-column nope" in err[0]
+
+
+def test_a_release_with_the_section_runs_and_ignores_it():
+    """Declared structure is public and costs nothing; the release does not link rows yet."""
+    from dpsyn.api import release
+    rng = np.random.default_rng(0)
+    private = frame([(f"p{i // 3}", 2012 + i % 3, 20 + i % 3 + (i // 3) % 50, 1 + (i // 3) % 2, rng.integers(0, 2),
+                      "ab"[i % 2]) for i in range(300)])
+    with_section = release(private, params(), None, "histogram", seed=1, group_columns=(), id_column="id")[0]
+    without = release(private, params(None), None, "histogram", seed=1, group_columns=(), id_column="id")[0]
+    pd.testing.assert_frame_equal(with_section.table, without.table)
