@@ -21,23 +21,19 @@ Measurements (all through the private table, Gaussian, sensitivity from theta):
    the target matter);
 3. with numeric columns, every pair of categorical columns (other than the target, whose pairs step
    2 holds) of at most ``max_cells`` cells (rap_pair_share, split equally).  Without numeric columns the
-   rounds' candidates are categorical marginals alone and the selection finds the pairs that matter:
-   on categorical Adult, measuring every pair first raised 2-way TVD from 0.054 to 0.064 at eps 1;
+   rounds' candidates are categorical marginals alone and the selection finds the pairs that matter;
 3b. with group columns, after a first projection, every column's answer per group (rap_group_column_share,
    split equally; a numeric column's interval counts cut at rap_mix_cuts quantiles of the relaxed table's
    values; at most ``max_cells`` cells): the records, not the relaxed table, fit them (a group column
-   is fixed, so the fit moves records within their group), and the rounds do not choose them again.
-   On the demo (groups PUMA × YEAR) rap had no per-group answer but the counts, and the per-group
-   Sprint-2 score and every pair with the PUMA-level DENSITY suffered; fitted by the projection they
-   doubled its time;
+   is fixed, so the fit moves records within their group), and the rounds do not choose them again:
+   without them a group's records know only its count (fitted by the projection, they cost its time);
 4. after a first projection, every numeric column's interval counts per value of each categorical
    column other than the target, and per code of each later numeric column (its public bins; only
    the records fit those: the relaxed table has no bins), in one rap_mix_share split equally (rap_mix_cuts cuts
    at the relaxed table's quantiles, at most ``max_cells`` slots): the mixed marginals.  Steps 2-4 give
    the records every pair the write-up's two-way regime measures, which ties the features to one
-   another and to the target as a classifier needs (on the demo, pairs of numeric columns carried
-   twice the error of the others before the numeric pairs were measured); the rounds spend the rest
-   on what the fit still gets wrong;
+   another and to the target as a classifier needs; the rounds spend the rest on what the fit still
+   gets wrong;
 5. ``rounds`` rounds on the rest, split equally: each picks ``per_round`` candidates one at a time by
    the exponential mechanism on the L1 distance between the private answer and the relaxed table's
    (minus the noise a measurement would add; rap_select_share of the round, in equal shares), leaving out
