@@ -101,3 +101,19 @@ def test_the_tests_import_nothing_from_bench():
             modules = [a.name for a in node.names] if isinstance(node, ast.Import) else \
                 [node.module or ""] if isinstance(node, ast.ImportFrom) else []
             assert not any(m == "bench" or m.startswith("bench.") for m in modules), path.name
+
+
+def test_every_import_of_our_modules_names_the_package():
+    """pytest puts the checkout on the path, so ``import lib.tuning`` would load a second copy of a module
+    (two tuning tables): every import of our code goes through ``dpsyn``."""
+    import ast
+    ours = {p.split(".")[1] for p in PACKAGES if "." in p} | {p.stem for p in ROOT.glob("*.py")}
+    found = []
+    for path in sorted(ROOT.rglob("*.py")):
+        if any(part in (".venv", "build", ".git") for part in path.relative_to(ROOT).parts):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module] if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 else []
+            found += [f"{path.relative_to(ROOT)}:{node.lineno} {n}" for n in names if n.split(".")[0] in ours]
+    assert found == []
