@@ -143,7 +143,7 @@ def page_section(rows: list[str], args) -> str:
         f"(seed {args.seed}): each 2019 excerpt private, the other two public, the demo's schema and edit rules "
         "(bench/sdnist_report.py says how). k-marginal score (0-1000) and the size of the real subsample "
         "(% of the target) it equals; pMSE (a classifier telling real from synthetic records; lower is better); "
-        "unique real records reproduced exactly; records SDNist finds inconsistent (age / work / housing rules). "
+        "unique real records reproduced exactly; records SDNist finds inconsistent under its age, work and housing rules (summed over the three, so a record can count twice). "
         "MST and AIM run at private-pgm's reference settings on the same codes and enforce no edit rules; "
         f"\"{PUBLIC_SAMPLE}\" is a sample of the public file with the target's PUMAs.{aim}", "",
         f"Command: `{command}`.", "",
