@@ -77,7 +77,8 @@ def _bin_of(coder, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def settle_comparisons(typed: pd.DataFrame, rules, coders: dict) -> pd.DataFrame:
     """``typed`` with the values of every record that breaks a comparison rule moved inside their bins until
-    the comparison holds: the two values swapped where each then stays in its bin, else the low column's
+    the comparison holds: the two values swapped where both columns share a grid and each then stays in its
+    bin, else the low column's
     value lowered (or the high column's raised) to the nearest value that meets the other, else the low one
     set to its bin's smallest value and the high one raised to meet it.  Records whose bins cannot meet the
     comparison (which synthesis never writes) are left as they are."""

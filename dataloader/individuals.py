@@ -36,6 +36,7 @@ def parse_individual(raw: object, columns: dict, distinct: tuple[str, ...], prob
     if raw is None:
         return None
     where = "individual"
+    declared, distinct = distinct, tuple(d for d in distinct if d in columns and columns[d].kind == "categorical")
     if not isinstance(raw, dict):
         problems.append(f"{where}: must be an object with {', '.join(KEYS)}")
         return None
@@ -55,6 +56,8 @@ def parse_individual(raw: object, columns: dict, distinct: tuple[str, ...], prob
                 problems.append(f"{where}.advances: {name!r} is not a schema column")
             elif columns[name].kind == "categorical":
                 problems.append(f"{where}.advances: {name} must be a numeric column (it moves by a difference)")
+            elif clock in declared and clock not in distinct:
+                continue  # a bad distinct_per_individual entry: reported there
             elif clock not in distinct:
                 problems.append(f"{where}.advances: {name} moves with {clock!r}, which is not a "
                                 f"distinct_per_individual column")
@@ -64,7 +67,7 @@ def parse_individual(raw: object, columns: dict, distinct: tuple[str, ...], prob
                 advances.append((name, clock))
     roles = list(stable) + [a for a, _ in advances] + list(follow)
     for name in sorted({n for n in roles if roles.count(n) > 1}):
-        problems.append(f"{where}: {name} has two roles (stable, advances, follow: one at most)")
+        problems.append(f"{where}: {name} is named more than once (stable, advances, follow: one role at most)")
     clocks = {c for _, c in advances}
     if len(clocks) > 1:
         problems.append(f"{where}.advances: every column must move with one clock, got {', '.join(sorted(clocks))}")

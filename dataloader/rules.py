@@ -126,10 +126,10 @@ def parse_rules(raw: object, columns: dict[str, Column], problems: list[str]) ->
     for rule in rules:  # settling one comparison must not break another (dataloader/comparisons.py)
         for atom in rule.conclusion:
             for name in (atom.column, atom.other) if atom.other is not None else ():
-                if name in seen and seen[name] != rule.text:
-                    problems.append(f"constraints: {name} is compared in two rules ({seen[name]!r} and "
-                                    f"{rule.text!r}); a column may be compared in one rule only")
-                seen.setdefault(name, rule.text)
+                if name in seen and seen[name] != str(atom):
+                    problems.append(f"constraints: {name} is compared twice ({seen[name]} and {atom}, in "
+                                    f"{rule.text!r}); a column may be compared with one other column only")
+                seen.setdefault(name, str(atom))
                 if columns[name].constant_within:
                     problems.append(f"constraints: {rule.text!r} compares {name}, which is constant within "
                                     f"{', '.join(columns[name].constant_within)}; a comparison cannot move it")

@@ -5,7 +5,8 @@ Evaluation reads real data: it spends no budget and none of its numbers are diff
 Per table, from its ids: the distribution of rows per individual.  With the parameters' ``individual``
 section (dataloader/individuals.py), each individual's rows are taken in the order of its clock (YEAR):
 
-* ``stable``: the share of individuals with two rows or more whose stable columns hold one value each;
+* ``stable``: the share of individuals with two rows or more whose stable columns hold one value each (one
+  evaluation bin, for a numeric column);
 * ``advance``: the share of those whose advancing columns move by the clock's difference between every two
   consecutive rows (AGE up by the years between them);
 * ``transitions``: per followed column, the table of (value in one row, value in the next row) over every
@@ -48,8 +49,10 @@ def individuals(ids: pd.Series, table: pd.DataFrame, codes: np.ndarray, names: l
     linked = int((counts >= 2).sum())
     if declared is None:
         return Individuals(sizes, linked, None, None, {})
+    # rows in the clock's order: its codes (schema order, or bins); its numbers measure the steps of advances
+    step = codes[:, names.index(declared.clock)] if declared.clock else np.zeros(len(table), dtype=np.int32)
     clock = _numbers(table[declared.clock]) if declared.clock else np.zeros(len(table))
-    order = np.lexsort((clock, person))
+    order = np.lexsort((step, person))
     person, clock = person[order], clock[order]
     same = person[1:] == person[:-1]  # consecutive rows of one individual
     many = counts[person] >= 2
@@ -59,13 +62,13 @@ def individuals(ids: pd.Series, table: pd.DataFrame, codes: np.ndarray, names: l
         for name in declared.stable:
             values = codes[order, names.index(name)]
             ok[1:] &= ~same | (values[1:] == values[:-1])
-        stable = _share(person, ok, many)
+        stable = _share(person, ok, many) if declared.stable else None
         ok = np.ones(len(person), dtype=bool)
         for name, _ in declared.advances:
             values = _numbers(table[name])[order]
             with np.errstate(invalid="ignore"):
                 ok[1:] &= ~same | np.isclose(values[1:] - values[:-1], clock[1:] - clock[:-1])
-        advance = _share(person, ok, many)
+        advance = _share(person, ok, many) if declared.advances else None
     transitions = {}
     for name in declared.follow:
         values = codes[order, names.index(name)]

@@ -64,8 +64,9 @@ class DpsynOptions:
                               minimum=0, expert=True)
     planner: str = option(AUTO, "auto: the write-up's regimes, except that where it would measure 1-way or 2-way "
                                 "marginals, the adaptive rounds are used unless measuring every pair (and every "
-                                "group × column marginal) is cheap, and groups are refitted only to marginals of "
-                                "their own; write-up: the write-up's regimes and per-group refits only",
+                                "group × column marginal) is cheap and the table has groups or a public file, and "
+                                "groups are refitted only to marginals of their own; write-up: the write-up's "
+                                "regimes and per-group refits only",
                           choices=PLANNERS, expert=True)
     max_cells: int = option(20_000, "adaptive regime: the largest marginal (in cells) a round may measure",
                             type=int, minimum=1, expert=True)

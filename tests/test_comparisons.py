@@ -69,7 +69,8 @@ def test_bad_comparisons_are_one_line_each(rule, message):
 
 
 @pytest.mark.parametrize("columns, rules, message", [
-    (COLUMNS, ["KIDS != N and SIZE != N => KIDS < SIZE", "W <= KIDS"], "KIDS is compared in two rules"),
+    (COLUMNS, ["KIDS != N and SIZE != N => KIDS < SIZE", "W <= KIDS"], "KIDS is compared twice"),
+    (COLUMNS, ["HOME = family => KIDS < SIZE and W <= KIDS"], "KIDS is compared twice"),
     ({**COLUMNS, "W": dict(COLUMNS["W"], constant_within=["HOME"])}, ["W <= V"], "constant within HOME"),
     ({**COLUMNS, "5": {"values": ["a"]}}, ["W < 5"], "'5' is both a column and a number"),
     ({**COLUMNS, "N": {"values": ["a"]}}, ["KIDS != N => KIDS < N"], "'N' is both a column and a null token"),

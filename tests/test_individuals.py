@@ -35,7 +35,8 @@ def test_a_declaration_parses_with_its_clock():
     ({"advances": {"SEX": "YEAR"}}, ("YEAR",), "SEX must be a numeric column"),
     ({"advances": {"AGE": "LABEL"}}, ("YEAR",), "not a distinct_per_individual column"),
     ({"advances": {"AGE": "LABEL"}}, ("LABEL",), "LABEL's values must be numbers"),
-    ({"stable": ["SEX"], "follow": ["SEX"]}, ("YEAR",), "SEX has two roles"),
+    ({"stable": ["SEX"], "follow": ["SEX"]}, ("YEAR",), "SEX is named more than once"),
+    ({"advances": {"AGE": "YR"}}, ("YEAR", "YR"), "'YR' is not a schema column"),
     ({"follow": ["YEAR"]}, ("YEAR",), "YEAR orders an individual's rows"),
     ({"follow": ["EMP"]}, (), "need a distinct_per_individual column"),
     ({"stable": "SEX"}, ("YEAR",), "must be a list of column names"),
@@ -112,3 +113,13 @@ def test_a_release_with_the_section_runs_and_ignores_it():
     with_section = release(private, params(), None, "histogram", seed=1, group_columns=(), id_column="id")[0]
     without = release(private, params(None), None, "histogram", seed=1, group_columns=(), id_column="id")[0]
     pd.testing.assert_frame_equal(with_section.table, without.table)
+
+
+def test_rows_follow_the_clocks_order_whatever_the_file_order():
+    """A declaration with follow only (the clock is the first distinct column): the real table reversed scores
+    perfectly against itself."""
+    schema = parse_schema(params({"follow": ["EMP"]}))
+    evaluator = Evaluator(schema, REAL, EvaluationOptions(group_columns=(), id_column="id"))
+    run = next(iter(evaluator.evaluate(REAL.iloc[::-1].reset_index(drop=True))["runs"].values()))
+    assert run["individuals"]["transitions_tvd"] == {"EMP": 0.0}
+    assert "stable_agree" not in run["individuals"]  # nothing declared to agree or advance
