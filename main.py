@@ -172,6 +172,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="one submission per method, optionally labelled (dpsyn=out/a.csv histogram=out/b.csv)")
     rep.add_argument("--output", type=Path, default=Path("output/report.html"),
                      help="HTML file to write (one file; the PNG plots are embedded)")
+    rep.add_argument("--sdnist", nargs="+", default=[], metavar="[LABEL=]PATH",
+                     help="SDNist reports of these releases (a report folder or its report.json): their figures "
+                          "and a link to each")
     _evaluation_options(rep)
     return parser
 
@@ -468,6 +471,7 @@ def score_command(args) -> int:
 def report_command(args) -> int:
     from dpsyn.evaluation.report import ledgers_beside, write_report
     from dpsyn.evaluation.scoring import read_for_evaluation
+    from dpsyn.evaluation.sdnist import summary
     schema, options, real = _evaluation_setup(args)
     output = check_writable(args.output)
     methods, inputs, ledgers = {}, {"parameters": str(args.params), "real": str(args.real)}, {}
@@ -477,7 +481,11 @@ def report_command(args) -> int:
         methods[label or path.stem] = read_for_evaluation(path, schema, f"synthetic file {path}", options.id_column)
         inputs[f"synthetic: {label or path.stem}"] = str(path)
         ledgers[label or path.stem] = ledgers_beside(path)
-    write_report(output, schema, real, methods, options, inputs, {k: v for k, v in ledgers.items() if v})
+    sdnist = {}
+    for spec in args.sdnist:
+        label, _, path = spec.rpartition("=")
+        sdnist[label or Path(path).name] = summary(path)
+    write_report(output, schema, real, methods, options, inputs, {k: v for k, v in ledgers.items() if v}, sdnist)
     print(output)
     return 0
 

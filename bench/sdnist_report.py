@@ -34,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench import run_bench, sections  # noqa: E402
 from bench.run_bench import Dataset, demo_parameters, read_csv_text  # noqa: E402
+from dpsyn.evaluation.sdnist import INCONSISTENCY_GROUPS, summary  # noqa: E402
 
 SECTION = "## SDNist"
 SOURCE = Path(os.environ.get("BENCH_DATA", ROOT.parent / "shared" / "data")) / "nist_crc_acs_excerpts"
@@ -102,8 +103,7 @@ def public_sample(data: Dataset, seed: int) -> pd.DataFrame:
 
 
 def score(deidentified: Path, target: str, root: Path, python: str) -> dict:
-    """SDNist's figures for one deidentified file: k-marginal score and the subsample it equals, pMSE, unique
-    exact matches and inconsistent records (age, work and housing, summed)."""
+    """SDNist's figures for one deidentified file (evaluation/sdnist.py ``summary``)."""
     work = deidentified.with_suffix("")
     work.mkdir(parents=True, exist_ok=True)
     proc = subprocess.run([python, "-m", "sdnist.report", str(deidentified), TARGETS[target][0], "--data-root",
@@ -111,22 +111,14 @@ def score(deidentified: Path, target: str, root: Path, python: str) -> dict:
     reports = sorted((work / "reports").glob("*/report.json"), key=lambda p: p.stat().st_mtime)
     if proc.returncode != 0 or not reports:
         raise RuntimeError(f"SDNist failed on {deidentified}: {(proc.stderr or proc.stdout).strip()[-500:]}")
-    report = json.loads(reports[-1].read_text())
-    k = report["k_marginal"]["k_marginal_synopsys"]
-    matches = report["unique_exact_matches"]
-    return {"k_marginal": k["k_marginal_score"], "subsample": k["sub_sampling_equivalent"],
-            "pmse": report["propensity mean square error"]["pmse_score"],
-            "matches": matches["records matched in target data"],
-            "matches_pct": matches["percent records matched in target data"],
-            "inconsistent": {g["Inconsistency Group"]: g["Number of Records Inconsistent"]
-                             for g in report["inconsistencies"]["summary"]}}
+    return summary(reports[-1])
 
 
 def row(target: str, method: str, eps: str, s: dict) -> str:
     inconsistent = s["inconsistent"]
     return (f"| {target} | {method} | {eps} | {s['k_marginal']} | {s['subsample']} | {s['pmse']:.4f} | "
             f"{s['matches']} ({s['matches_pct']:.2f} %) | {sum(inconsistent.values())} "
-            f"({' / '.join(str(inconsistent.get(g, 0)) for g in ('Age', 'Work', 'Housing'))}) |")
+            f"({' / '.join(str(inconsistent.get(g, 0)) for g in INCONSISTENCY_GROUPS)}) |")
 
 
 def page_section(rows: list[str], args) -> str:

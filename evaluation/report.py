@@ -23,6 +23,7 @@ import html
 import io
 import json
 import math
+import os
 from pathlib import Path
 
 import matplotlib
@@ -36,6 +37,7 @@ from dpsyn.dataloader.writing import StagedFiles  # noqa: E402
 from dpsyn.dataloader.schema import Schema  # noqa: E402
 from dpsyn.evaluation.metrics import marginal_tvd  # noqa: E402
 from dpsyn.evaluation.scoring import WARNING, EvaluationOptions, Evaluator, individuals_line  # noqa: E402
+from dpsyn.evaluation.sdnist import INCONSISTENCY_GROUPS  # noqa: E402
 from dpsyn.lib.marginals import count_marginal  # noqa: E402
 
 MAX_TICK_LABELS = 12  # categories drawn one by one; a column with more shows its most common ones and "other"
@@ -56,10 +58,11 @@ METRICS = (
 
 def write_report(output: Path, schema: Schema, real: pd.DataFrame, methods: dict[str, pd.DataFrame],
                  options: EvaluationOptions, inputs: dict[str, str] | None = None,
-                 ledgers: dict[str, dict[str, dict]] | None = None) -> None:
+                 ledgers: dict[str, dict[str, dict]] | None = None, sdnist: dict[str, dict] | None = None) -> None:
     """Write the report for ``methods`` (label -> synthetic table or submission) to ``output``.
     ``inputs``: what to name as the inputs (e.g. parameters, real, each synthetic file); ``ledgers``:
-    per method, its runs' ledger JSONs by epsilon (``ledgers_beside``)."""
+    per method, its runs' ledger JSONs by epsilon (``ledgers_beside``); ``sdnist``: by label, SDNist reports'
+    figures (evaluation/sdnist.py ``summary``), shown with a link to each."""
     evaluator = Evaluator(schema, real, options)
     encoded = {label: evaluator.encode_runs(table) for label, table in methods.items()}
     results = {label: evaluator.evaluate_runs(runs) for label, runs in encoded.items()}
@@ -77,8 +80,31 @@ def write_report(output: Path, schema: Schema, real: pd.DataFrame, methods: dict
             sections.append((f"Per-group utility ({options.target} by {options.sensitive}): {label}",
                              _png(_group_utility(result))))
     with StagedFiles(output) as staged:
-        staged.path(output).write_text(_page(results, sections, inputs or {}, ledgers or {}))
+        staged.path(output).write_text(_page(results, sections, inputs or {}, ledgers or {},
+                                             _sdnist(sdnist or {}, output)))
         staged.commit()
+
+
+def _sdnist(reports: dict[str, dict], output: Path) -> str:
+    """A table of SDNist's figures per report, each linked to its report.html (relative to the page)."""
+    if not reports:
+        return ""
+    rows = []
+    for label, r in reports.items():
+        html_file = Path(r["folder"]) / "report.html"
+        try:
+            link = os.path.relpath(html_file, Path(output).resolve().parent)
+        except ValueError:  # another drive
+            link = str(html_file)
+        inconsistent = " / ".join(str(r["inconsistent"].get(g, 0)) for g in INCONSISTENCY_GROUPS)
+        cells = [f'<a href="{html.escape(link)}">{html.escape(label)}</a>', html.escape(str(r["target"])),
+                 r["k_marginal"], f'{r["subsample"]} %', f'{r["pmse"]:.4f}', f'{r["matches"]} ({r["matches_pct"]:.2f} %)',
+                 inconsistent]
+        rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    head = ["SDNist report", "target", "k-marginal score", "subsample equivalent", "pMSE", "unique exact matches",
+            "inconsistent records (age / work / housing)"]
+    return ("<h2>NIST's SDNist</h2>\n<table><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>\n"
+            + "\n".join(rows) + "</table>\n")
 
 
 def ledgers_beside(path: Path) -> dict[str, dict]:
@@ -242,7 +268,7 @@ def _group_utility(result: dict):
 
 
 def _page(results: dict[str, dict], sections: list[tuple[str, str]], inputs: dict[str, str],
-          ledgers: dict[str, dict[str, dict]]) -> str:
+          ledgers: dict[str, dict[str, dict]], sdnist: str = "") -> str:
     rows = []
     for label, result in results.items():
         for eps, run in result["runs"].items():
@@ -278,6 +304,7 @@ table{{border-collapse:collapse;margin-bottom:1em}} td,th{{border:1px solid #ccc
 {chr(10).join(rows)}</table>
 <ul>{metrics}</ul>
 {individuals}
+{sdnist}
 {figures}
 </body></html>
 """

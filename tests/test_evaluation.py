@@ -202,3 +202,31 @@ def test_the_report_opens_with_the_releases_settings_and_a_single_epsilon_as_a_t
     assert "method 100%" in first_screen and ">1e-09<" in first_screen and str(tmp_path / "s.csv") in first_screen
     assert "Error against epsilon" not in page  # one epsilon: the scores table says it all
     assert "Sprint-2 score</b>:" in page and "TVD k-way</b>:" in page
+
+
+def test_the_report_shows_and_links_sdnist_reports_and_refuses_a_folder_without_one(tmp_path, capsys):
+    params = write_params(tmp_path / "params.json", SCHEMA_RAW)
+    rng = np.random.default_rng(3)
+    real = table(rng.choice(["g1", "g2"], 200), rng.choice(["a", "b", "c"], 200), rng.integers(0, 99, 200))
+    real.to_csv(tmp_path / "real.csv", index=False)
+    real.sample(150, random_state=1)[["G", "X", "AGE"]].to_csv(tmp_path / "s.csv", index=False)
+    folder = tmp_path / "reports" / "ma2019_1"
+    folder.mkdir(parents=True)
+    (folder / "report.json").write_text(json.dumps({  # the fields of an SDNist 2.4 report.json that are read
+        "data_description": {"target": {"filename": "ma2019"}},
+        "k_marginal": {"k_marginal_synopsys": {"k_marginal_score": 884, "sub_sampling_equivalent": 20}},
+        "propensity mean square error": {"pmse_score": 0.0224},
+        "unique_exact_matches": {"records matched in target data": 1, "percent records matched in target data": 0.01},
+        "inconsistencies": {"summary": [{"Inconsistency Group": g, "Number of Records Inconsistent": n}
+                                        for g, n in (("Age", 0), ("Work", 2), ("Housing", 5))]}}))
+    out = tmp_path / "report.html"
+    base = ["report", "--params", str(params), "--real", str(tmp_path / "real.csv"), "--synthetic",
+            f"mine={tmp_path / 's.csv'}", "--output", str(out)]
+    assert main.main(base + ["--sdnist", f"mine eps 1={folder}"]) == 0
+    page = out.read_text()
+    assert '<a href="reports/ma2019_1/report.html">mine eps 1</a>' in page
+    assert "<td>884</td>" in page and "<td>0 / 2 / 5</td>" in page
+    capsys.readouterr()
+    assert main.main(base + ["--sdnist", str(tmp_path / "reports")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no SDNist report.json there" in err[0]
