@@ -106,10 +106,12 @@ def comparison_rules(schema: Schema, public: pd.DataFrame) -> list[str]:
     """Comparisons between two numeric columns that every typed public row with both set meets (``A < B``,
     else ``A <= B``), on at least structure_min_support rows, where the chance that independent columns with
     these distributions meet it on every one of those rows is below structure_chance: as rules, guarded by
-    ``!= N`` for a column with a null token."""
+    ``!= N`` for a column with a null token; none for a pair the parameters already compare."""
     numeric = [c for c in schema.columns if c.kind != CATEGORICAL]
+    declared = {frozenset((a.column, a.other)) for r in schema.rules for a in r.conclusion if a.other is not None}
     found = []
-    for a, b in ((a, b) for a in numeric for b in numeric if a.name != b.name):
+    for a, b in ((a, b) for a in numeric for b in numeric if a.name != b.name
+                 and frozenset((a.name, b.name)) not in declared):
         x, y = public[a.name].to_numpy(dtype=np.float64), public[b.name].to_numpy(dtype=np.float64)
         both = ~np.isnan(x) & ~np.isnan(y)
         x, y = x[both], y[both]

@@ -16,7 +16,7 @@ from dpsyn.dataloader.encoding import Encoder
 from dpsyn.dataloader.rules import violations
 from dpsyn.dataloader.schema import SchemaError, parse_schema
 from dpsyn.dataloader.reading import validate
-from dpsyn.dataloader.structure import detect, rule_boxes
+from dpsyn.dataloader.structure import comparison_rules, detect, rule_boxes
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNS = [{"epsilon": 1.0, "delta": 1e-9, "max_records": 5000, "max_records_per_individual": 1}]
@@ -197,6 +197,11 @@ def test_a_draft_proposes_comparisons_and_category_null_rules_the_public_file_ne
     suggested = " ".join(r for r in draft_schema(public, dictionary)["review"] if "suggests edit rules" in r)
     assert '"KIDS != N and SIZE != N => KIDS < SIZE"' in suggested
     assert '"HOME = other <=> KIDS = N"' in suggested and '"HOME = other <=> SIZE = N"' in suggested
+    declared = dict(draft_schema(public, dictionary))
+    declared["constraints"] = ["SIZE != N and KIDS != N => SIZE > KIDS"]  # the same comparison, the other way round
+    schema = parse_schema({k: v for k, v in declared.items() if k != "review"})
+    typed = validate(public, schema, "public", public=True)
+    assert not [r for r in comparison_rules(schema, typed) if "KIDS" in r and "SIZE" in r]
     broken = public.copy()
     first = np.flatnonzero(broken.KIDS != "N")[:3]
     broken.loc[first, "KIDS"], broken.loc[first, "SIZE"] = "12", "3"  # three families with more children
