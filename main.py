@@ -468,6 +468,12 @@ def score_command(args) -> int:
     return 0
 
 
+def _labelled(spec: str) -> tuple[str, Path]:
+    """``LABEL=PATH`` or ``PATH`` (labelled by its name without the extension)."""
+    label, _, path = spec.rpartition("=")
+    return label or Path(path).stem, Path(path)
+
+
 def report_command(args) -> int:
     from dpsyn.evaluation.report import ledgers_beside, write_report
     from dpsyn.evaluation.scoring import read_for_evaluation
@@ -475,16 +481,11 @@ def report_command(args) -> int:
     schema, options, real = _evaluation_setup(args)
     output = check_writable(args.output)
     methods, inputs, ledgers = {}, {"parameters": str(args.params), "real": str(args.real)}, {}
-    for spec in args.synthetic:
-        label, _, path = spec.rpartition("=")
-        path = Path(path)
-        methods[label or path.stem] = read_for_evaluation(path, schema, f"synthetic file {path}", options.id_column)
-        inputs[f"synthetic: {label or path.stem}"] = str(path)
-        ledgers[label or path.stem] = ledgers_beside(path)
-    sdnist = {}
-    for spec in args.sdnist:
-        label, _, path = spec.rpartition("=")
-        sdnist[label or Path(path).name] = summary(path)
+    for label, path in map(_labelled, args.synthetic):
+        methods[label] = read_for_evaluation(path, schema, f"synthetic file {path}", options.id_column)
+        inputs[f"synthetic: {label}"] = str(path)
+        ledgers[label] = ledgers_beside(path)
+    sdnist = {label: summary(path) for label, path in map(_labelled, args.sdnist)}
     write_report(output, schema, real, methods, options, inputs, {k: v for k, v in ledgers.items() if v}, sdnist)
     print(output)
     return 0

@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench import run_bench, sections  # noqa: E402
 from bench.run_bench import Dataset, demo_parameters, read_csv_text  # noqa: E402
-from dpsyn.evaluation.sdnist import INCONSISTENCY_GROUPS, summary  # noqa: E402
+from dpsyn.evaluation.sdnist import cells, summary  # noqa: E402
 
 SECTION = "## SDNist"
 SOURCE = Path(os.environ.get("BENCH_DATA", ROOT.parent / "shared" / "data")) / "nist_crc_acs_excerpts"
@@ -115,10 +115,7 @@ def score(deidentified: Path, target: str, root: Path, python: str) -> dict:
 
 
 def row(target: str, method: str, eps: str, s: dict) -> str:
-    inconsistent = s["inconsistent"]
-    return (f"| {target} | {method} | {eps} | {s['k_marginal']} | {s['subsample']} | {s['pmse']:.4f} | "
-            f"{s['matches']} ({s['matches_pct']:.2f} %) | {sum(inconsistent.values())} "
-            f"({' / '.join(str(inconsistent.get(g, 0)) for g in INCONSISTENCY_GROUPS)}) |")
+    return "| " + " | ".join([target, method, eps, *cells(s)]) + " |"
 
 
 def page_section(rows: list[str], args) -> str:
@@ -135,7 +132,8 @@ def page_section(rows: list[str], args) -> str:
         f"(seed {args.seed}): each 2019 excerpt private, the other two public, the demo's schema and edit rules "
         "(bench/sdnist_report.py says how). k-marginal score (0-1000) and the size of the real subsample "
         "(% of the target) it equals; pMSE (a classifier telling real from synthetic records; lower is better); "
-        "unique real records reproduced exactly; records SDNist finds inconsistent under its age, work and housing rules (summed over the three, so a record can count twice). "
+        "unique real records reproduced exactly; records SDNist finds inconsistent under its age, work and "
+        "housing rules (summed over the three, so a record can count twice). "
         "MST and AIM run at private-pgm's reference settings on the same codes and enforce no edit rules; "
         f"\"{PUBLIC_SAMPLE}\" is a sample of the public file with the target's PUMAs.{aim}", "",
         f"Command: `{command}`.", "",

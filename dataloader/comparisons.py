@@ -50,21 +50,14 @@ def failing_pairs(atom: Atom, coders: dict) -> np.ndarray:
     return fails if low == atom.column else fails.T
 
 
-def _grid_below(coder, t: np.ndarray, strict: bool) -> np.ndarray:
-    """The largest value on the column's grid below ``t`` (``strict``) or at most ``t``."""
+def _on_grid(coder, t: np.ndarray, down: bool, strict: bool) -> np.ndarray:
+    """The nearest value on the column's grid below ``t`` (``down``) or above it; ``t`` itself allowed unless
+    ``strict``."""
     step = coder.step
     if step is None:
-        return np.nextafter(t, -np.inf) if strict else t
-    k = np.ceil(np.round(t / step, 6)) - 1 if strict else np.floor(np.round(t / step, 6))
-    return np.round(k * step, coder.precision)
-
-
-def _grid_above(coder, t: np.ndarray, strict: bool) -> np.ndarray:
-    """The smallest value on the column's grid above ``t`` (``strict``) or at least ``t``."""
-    step = coder.step
-    if step is None:
-        return np.nextafter(t, np.inf) if strict else t
-    k = np.floor(np.round(t / step, 6)) + 1 if strict else np.ceil(np.round(t / step, 6))
+        return (np.nextafter(t, -np.inf if down else np.inf)) if strict else t
+    k = np.round(t / step, 6)
+    k = (np.ceil(k) - 1 if strict else np.floor(k)) if down else (np.floor(k) + 1 if strict else np.ceil(k))
     return np.round(k * step, coder.precision)
 
 
@@ -78,10 +71,9 @@ def _bin_of(coder, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def settle_comparisons(typed: pd.DataFrame, rules, coders: dict) -> pd.DataFrame:
     """``typed`` with the values of every record that breaks a comparison rule moved inside their bins until
     the comparison holds: the two values swapped where both columns share a grid and each then stays in its
-    bin, else the low column's
-    value lowered (or the high column's raised) to the nearest value that meets the other, else the low one
-    set to its bin's smallest value and the high one raised to meet it.  Records whose bins cannot meet the
-    comparison (which synthesis never writes) are left as they are."""
+    bin, else the low column's value lowered (or the high column's raised) to the nearest value that meets
+    the other, else the low one set to its bin's smallest value and the high one raised to meet it.  Records
+    whose bins cannot meet the comparison (which synthesis never writes) are left as they are."""
     out = typed
     for rule in rules:
         for atoms, failing, _ in rule.patterns():
@@ -92,8 +84,8 @@ def settle_comparisons(typed: pd.DataFrame, rules, coders: dict) -> pd.DataFrame
                 hold &= a.holds(typed_values(out[a.column]), coders[a.column].column)
             low, high, strict = _as_low_high(failing)
             x, y = typed_values(out[low]), typed_values(out[high])
-            rows = np.flatnonzero(hold & ~failing.holds_pair(typed_values(out[failing.column]), typed_values(out[failing.other]))
-                                  & ~np.isnan(x) & ~np.isnan(y))
+            with np.errstate(invalid="ignore"):
+                rows = np.flatnonzero(hold & ~_meets(x, y, strict) & ~np.isnan(x) & ~np.isnan(y))
             if not len(rows):
                 continue
             x, y = x[rows].copy(), y[rows].copy()
@@ -103,13 +95,13 @@ def settle_comparisons(typed: pd.DataFrame, rules, coders: dict) -> pd.DataFrame
                 swap = ~met & (y >= x_first) & (y <= x_last) & (x >= y_first) & (x <= y_last) & _meets(y, x, strict)
                 x[swap], y[swap] = y[swap], x[swap].copy()
                 met |= swap
-            lowered = np.minimum(x, _grid_below(coders[low], y, strict))
+            lowered = np.minimum(x, _on_grid(coders[low], y, down=True, strict=strict))
             use = ~met & (lowered >= x_first)
             x[use], met = lowered[use], met | use
-            raised = np.maximum(y, _grid_above(coders[high], x, strict))
+            raised = np.maximum(y, _on_grid(coders[high], x, down=False, strict=strict))
             use = ~met & (raised <= y_last)
             y[use], met = raised[use], met | use
-            both = np.maximum(y, _grid_above(coders[high], x_first, strict))
+            both = np.maximum(y, _on_grid(coders[high], x_first, down=False, strict=strict))
             use = ~met & (both <= y_last)
             x[use], y[use] = x_first[use], both[use]
             if out is typed:

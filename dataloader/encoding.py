@@ -184,24 +184,23 @@ def numeric_edges(col: Column, public_values: np.ndarray | None, default_bins: i
                 cuts = np.concatenate([cuts, spikes, spikes - 1])
         else:
             cuts = np.linspace(low, high, n + 1)[1:-1]
-    cuts = np.concatenate([cuts, np.asarray(extra_cuts, dtype=np.float64)])
-    if col.integral:
-        cuts = np.floor(cuts)
-    elif step is not None:
-        cuts = on_grid(np.floor(np.round(cuts / step, 6)) * step, precision)
-    cuts = cuts[(cuts >= low) & (cuts < high)]
+    cuts = _grid_cuts(np.concatenate([cuts, np.asarray(extra_cuts, dtype=np.float64)]), col, precision)
     return np.unique(np.concatenate([[_below(low, col.integral, step)], cuts, [high]]))
 
 
-def added_cuts(edges: np.ndarray, cuts: np.ndarray, col: Column, precision: int | None) -> np.ndarray:
-    """``edges`` with ``cuts`` added: on the column's grid, inside [min, max)."""
+def _grid_cuts(cuts: np.ndarray, col: Column, precision: int | None) -> np.ndarray:
+    """``cuts`` floored onto the column's grid (whole numbers, or ``precision`` decimals), inside [min, max)."""
     if col.integral:
         cuts = np.floor(cuts)
     elif precision is not None:
         step = 10.0 ** -precision
         cuts = on_grid(np.floor(np.round(cuts / step, 6)) * step, precision)
-    cuts = cuts[(cuts >= col.low) & (cuts < col.high)]
-    return np.unique(np.concatenate([edges, cuts]))
+    return cuts[(cuts >= col.low) & (cuts < col.high)]
+
+
+def added_cuts(edges: np.ndarray, cuts: np.ndarray, col: Column, precision: int | None) -> np.ndarray:
+    """``edges`` with ``cuts`` added: on the column's grid, inside [min, max)."""
+    return np.unique(np.concatenate([edges, _grid_cuts(cuts, col, precision)]))
 
 
 def _pool(values: np.ndarray | None, col: Column, precision: int | None) -> tuple[np.ndarray, np.ndarray] | None:

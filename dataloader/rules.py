@@ -296,7 +296,8 @@ def violations(table: pd.DataFrame, rules, columns: dict[str, Column]) -> dict[s
             for a in atoms:
                 hold &= a.holds(typed_values(table[a.column]), columns[a.column])
             if failing.other is not None:
-                bad |= hold & ~failing.holds_pair(typed_values(table[failing.column]), typed_values(table[failing.other]))
+                met = failing.holds_pair(typed_values(table[failing.column]), typed_values(table[failing.other]))
+                bad |= hold & ~met
             else:
                 bad |= hold & ~failing.holds(typed_values(table[failing.column]), columns[failing.column])
         out[rule.text] = int(bad.sum())

@@ -134,26 +134,28 @@ def category_null_rules(schema: Schema, public: pd.DataFrame) -> list[str]:
     always null or never, both occur, and the chance of a split that clean between independent columns is
     below structure_chance (on at least structure_min_support rows); left out where the values are C's own
     null token alone (a null link)."""
+    if len(public) < T.structure_min_support:
+        return []
+    nulls = {x.name: _is_null(public[x.name], x) for x in schema.columns if x.null is not None}
     found = []
     for c in (c for c in schema.columns if c.kind == CATEGORICAL):
-        values = public[c.name].astype(object).to_numpy()
-        for x in (x for x in schema.columns if x.name != c.name and x.null is not None):
-            null = _is_null(public[x.name], x)
+        codes, values = pd.factorize(public[c.name].astype(object))
+        seen = codes >= 0
+        sizes = np.bincount(codes[seen], minlength=len(values)).astype(np.float64)
+        for name, null in nulls.items():
             rate = null.mean()
-            if not 0 < rate < 1 or len(values) < T.structure_min_support:
+            if name == c.name or not 0 < rate < 1:
                 continue
-            frame = pd.DataFrame({"v": values, "null": null})
-            per = frame.groupby("v", sort=False)["null"].agg(["mean", "size"])
-            if not per["mean"].isin((0.0, 1.0)).all():
+            null_share = np.bincount(codes[seen], weights=null[seen], minlength=len(values)) / np.maximum(sizes, 1)
+            if not np.isin(null_share[sizes > 0], (0.0, 1.0)).all():
                 continue
-            sizes = per["size"].to_numpy(dtype=np.float64)
             chance = float(np.logaddexp(sizes * math.log(rate), sizes * math.log(1 - rate)).sum())
-            nulls = [v for v, m in per["mean"].items() if m == 1.0]
-            if chance >= math.log(T.structure_chance) or nulls == [c.null]:
+            null_values = {v for v, share, n in zip(values, null_share, sizes) if n and share == 1.0}
+            if chance >= math.log(T.structure_chance) or null_values == {c.null}:
                 continue
-            shown = [str(v) for v in c.values if v in nulls] + ([c.null] if c.null in nulls else [])
+            shown = [str(v) for v in c.values if v in null_values] + ([c.null] if c.null in null_values else [])
             left = f"{c.name} = {shown[0]}" if len(shown) == 1 else f"{c.name} in {{{', '.join(shown)}}}"
-            found.append(f"{left} <=> {x.name} = {x.null}")
+            found.append(f"{left} <=> {name} = {schema.column(name).null}")
     return found
 
 

@@ -72,8 +72,8 @@ def individuals(ids: pd.Series, table: pd.DataFrame, codes: np.ndarray, names: l
     transitions = {}
     for name in declared.follow:
         values = codes[order, names.index(name)]
-        pairs = pd.Series(list(zip(values[:-1][same], values[1:][same])), dtype=object)
-        transitions[name] = {tuple(map(int, k)): int(v) for k, v in pairs.value_counts().items()}
+        pairs, counts = np.unique(np.column_stack([values[:-1][same], values[1:][same]]), axis=0, return_counts=True)
+        transitions[name] = {(int(a), int(b)): int(n) for (a, b), n in zip(pairs, counts)}
     return Individuals(sizes, linked, stable, advance, transitions)
 
 

@@ -37,7 +37,7 @@ from dpsyn.dataloader.writing import StagedFiles  # noqa: E402
 from dpsyn.dataloader.schema import Schema  # noqa: E402
 from dpsyn.evaluation.metrics import marginal_tvd  # noqa: E402
 from dpsyn.evaluation.scoring import WARNING, EvaluationOptions, Evaluator, individuals_line  # noqa: E402
-from dpsyn.evaluation.sdnist import INCONSISTENCY_GROUPS  # noqa: E402
+from dpsyn.evaluation.sdnist import cells as sdnist_cells  # noqa: E402
 from dpsyn.lib.marginals import count_marginal  # noqa: E402
 
 MAX_TICK_LABELS = 12  # categories drawn one by one; a column with more shows its most common ones and "other"
@@ -96,12 +96,10 @@ def _sdnist(reports: dict[str, dict], output: Path) -> str:
             link = os.path.relpath(html_file, Path(output).resolve().parent)
         except ValueError:  # another drive
             link = str(html_file)
-        inconsistent = " / ".join(str(r["inconsistent"].get(g, 0)) for g in INCONSISTENCY_GROUPS)
-        cells = [f'<a href="{html.escape(link)}">{html.escape(label)}</a>', html.escape(str(r["target"])),
-                 r["k_marginal"], f'{r["subsample"]} %', f'{r["pmse"]:.4f}', f'{r["matches"]} ({r["matches_pct"]:.2f} %)',
-                 inconsistent]
-        rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
-    head = ["SDNist report", "target", "k-marginal score", "subsample equivalent", "pMSE", "unique exact matches",
+        row = [f'<a href="{html.escape(link)}">{html.escape(label)}</a>', html.escape(str(r["target"]))] + [
+            html.escape(c) for c in sdnist_cells(r)]
+        rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>")
+    head = ["SDNist report", "target", "k-marginal score", "subsample equivalent (%)", "pMSE", "unique exact matches",
             "inconsistent records (age / work / housing)"]
     return ("<h2>NIST's SDNist</h2>\n<table><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>\n"
             + "\n".join(rows) + "</table>\n")
@@ -283,9 +281,8 @@ def _page(results: dict[str, dict], sections: list[tuple[str, str]], inputs: dic
     head = ["method", "epsilon", "rows", "Sprint-2 score", "TVD 1-way", "TVD 2-way", "TVD 3-way"]
     if any("utility" in r for res in results.values() for r in res["runs"].values()):
         head += ["accuracy (real-trained)", "accuracy (synthetic-trained)", "macro-F1 (synthetic-trained)"]
-    people = [f"<li>{html.escape(label)}, epsilon {html.escape(eps)}: {html.escape(individuals_line(run['individuals']))}"
-              "</li>" for label, result in results.items() for eps, run in result["runs"].items()
-              if "individuals" in run]
+    people = [f"<li>{html.escape(f'{label}, epsilon {eps}: ' + individuals_line(run['individuals']))}</li>"
+              for label, result in results.items() for eps, run in result["runs"].items() if "individuals" in run]
     individuals = f"<h2>Individuals (rows linked by id)</h2>\n<ul>{''.join(people)}</ul>" if people else ""
     figures = "\n".join(f"<h2>{html.escape(title)}</h2>\n<img alt=\"{html.escape(title)}\" "
                         f"src=\"data:image/png;base64,{data}\">" for title, data in sections)

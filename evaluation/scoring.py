@@ -93,7 +93,7 @@ class Evaluator:
         self.utility = UtilityTest(real, schema, options.target, options.sensitive, options.positive) \
             if options.target is not None else None
         self.mixed = MixedWorkload(schema, real, options.group_columns, options.target, options.workload_seed)
-        self.individual = schema.individual
+        self.names, self.individual = names, schema.individual
         self.real_individuals = individuals(real[options.id_column], real, self.real_codes, names, schema.individual) \
             if options.id_column in real.columns else None
 
@@ -122,9 +122,8 @@ class Evaluator:
             if self.utility is not None:
                 run["utility"] = self.utility.score(table)
             if self.real_individuals is not None and self.options.id_column in table.columns:
-                names = [c.column.name for c in self.coders]
                 run["individuals"] = compare(self.real_individuals, individuals(
-                    table[self.options.id_column], table, codes, names, self.individual))
+                    table[self.options.id_column], table, codes, self.names, self.individual))
             result["runs"][eps] = run
         scores = [r["sprint2_score"] for r in result["runs"].values() if "sprint2_score" in r]
         if scores:

@@ -41,3 +41,12 @@ def summary(path: str | Path) -> dict:
                 "folder": str(found.parent)}
     except (ValueError, KeyError, TypeError) as exc:
         raise DataError(f"--sdnist {found}: not an SDNist 2.4 report ({type(exc).__name__}: {exc})") from None
+
+
+def cells(s: dict) -> list[str]:
+    """A summary's figures as table cells: k-marginal score, subsample equivalent, pMSE, unique exact matches,
+    inconsistent records (summed over SDNist's groups, then per group)."""
+    inconsistent = s["inconsistent"]
+    groups = " / ".join(str(inconsistent.get(g, 0)) for g in INCONSISTENCY_GROUPS)
+    return [str(s["k_marginal"]), str(s["subsample"]), f"{s['pmse']:.4f}", f"{s['matches']} ({s['matches_pct']:.2f} %)",
+            f"{sum(inconsistent.values())} ({groups})"]

@@ -16,7 +16,8 @@ planner_two_way_noise of the rows, see ``pair_noise``; planner_two_way_noise_fro
 and, with groups, every group × column marginal too (the same test on their cells: many small
 groups make each group's own marginals mostly noise, as on the Sprint-2 shape), and only with groups
 or a public file (without either, few adaptive rounds measure what cheap pairs leave wrong, triples
-included, so the model grows with the budget), and otherwise picks "adaptive" (method/adaptive.py: AIM-style rounds that measure what the model gets wrong),
+included, so the model grows with the budget); otherwise it picks "adaptive" (method/adaptive.py:
+AIM-style rounds that measure what the model gets wrong),
 with the group-count share of the regime it replaces (the two-way one when forced), and with
 fewer, larger rounds where the pairs were below planner_two_way_noise.  The thresholds come from
 bench/run_bench.py.
@@ -138,8 +139,8 @@ def make_plan(epsilon: float, theta: int, noisy_total: float | None, has_groups:
     ``pair_cells`` (the cells of every pair of non-group columns) are given, measuring every
     pair decides: two-way when its noise (``pair_noise``) is below planner_two_way_noise (without public
     records planner_two_way_noise_from_draws), and so is that of the group × column marginals (cells
-    ``group_cells``) where there are groups, and there are groups or public records; else the adaptive rounds, which measure only the
-    marginals worth their noise (``few_rounds`` where that noise is below planner_two_way_noise; 1-way
+    ``group_cells``) where there are groups, and there are groups or public records; else the adaptive
+    rounds, which measure only the marginals worth their noise (``few_rounds`` where that noise is below planner_two_way_noise; 1-way
     marginals at two rounds' rho each, ``one_way_rounds``, where the pairs' noise is below
     planner_rich_pair_noise, ``rich``, and without public records at planner_poor_one_way_rounds rounds' rho above it
     (planner_poor_grouped_one_way_rounds with groups),

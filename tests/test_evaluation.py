@@ -225,7 +225,7 @@ def test_the_report_shows_and_links_sdnist_reports_and_refuses_a_folder_without_
     assert main.main(base + ["--sdnist", f"mine eps 1={folder}"]) == 0
     page = out.read_text()
     assert '<a href="reports/ma2019_1/report.html">mine eps 1</a>' in page
-    assert "<td>884</td>" in page and "<td>0 / 2 / 5</td>" in page
+    assert "<td>884</td>" in page and "<td>7 (0 / 2 / 5)</td>" in page
     capsys.readouterr()
     assert main.main(base + ["--sdnist", str(tmp_path / "reports")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
