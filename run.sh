@@ -72,7 +72,7 @@ if [ ! -x "$VENV/bin/python" ] || ! cat "$LOCK" pyproject.toml | cmp -s - "$VENV
 fi
 if [ "${1:-}" = "test" ]; then
   shift
-  exec "$VENV/bin/python" -m pytest -q "$@"
+  exec "$VENV/bin/python" -P -m pytest -q "$@"  # -P: the checkout is imported only as the package dpsyn
 fi
 # --on-invalid drop: 62 private rows carry an industry code (INDP) that never occurs in the
 # public states, so it is not in the schema; they are dropped and the log says so.

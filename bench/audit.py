@@ -4,7 +4,7 @@
 
 D: 300 individuals with one row each (columns X in a..e, Y in 0..2).  D': D plus one
 individual with theta rows, all with X = "rare", a value nobody else has.  Each trial
-runs ``api.synthesize_run`` (the private table's contribution bounding, measurement,
+runs ``stages.run.synthesize_run`` (the private table's contribution bounding, measurement,
 synthesis) with fresh seeds and records how many output rows have X = "rare".  ``--broken``
 runs the same release with a private table whose noise ignores theta (sensitivity as for
 one row although the bounding keeps theta rows), which the audit must catch.  Prints a markdown row.

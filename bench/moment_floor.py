@@ -26,6 +26,7 @@ from bench.run_bench import DATASETS  # noqa: E402
 from dpsyn.dataloader.schema import NUMERIC, parse_schema  # noqa: E402
 from dpsyn.lib.privacy.accounting import gaussian_sigma, rho_from_eps_delta  # noqa: E402
 from dpsyn.lib.privacy.queries import Moments  # noqa: E402
+from dpsyn.lib.privacy.unit import PrivacyUnit  # noqa: E402
 
 DRAWS = 200
 
@@ -63,7 +64,7 @@ def main() -> None:
         for eps in args.eps:
             rho = rho_from_eps_delta(eps, data.delta)
             for share in args.shares:
-                sigma = gaussian_sigma(query.sensitivity(data.theta).l2, share * rho)
+                sigma = gaussian_sigma(query.sensitivity(PrivacyUnit(data.theta)).l2, share * rho)
                 errors = [np.abs(_correlations(exact + rng.normal(0, sigma, exact.size), p) - truth).mean()
                           for _ in range(DRAWS)]
                 print(f"| {name} | {p} | {n} | {eps:g} | {share:g} | {sigma / n:.2e} | {np.mean(errors):.4f} |",

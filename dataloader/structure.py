@@ -169,11 +169,20 @@ def switch_cuts(switches: list[NullSwitch], schema: Schema) -> dict[str, list[fl
     return cuts
 
 
-def detect(schema: Schema, encoder: Encoder, public_typed: pd.DataFrame | None, public_codes: np.ndarray | None,
-           public_text: pd.DataFrame | None, group_columns: tuple[str, ...], switches: list[NullSwitch],
-           derive: bool = True) -> Structure:
-    """The structure a release respects (see the module doc): ``public_typed``, its codes under
-    ``encoder`` and its text (None without a public file); ``derive=False`` keeps only the rules."""
+@dataclass(frozen=True)
+class PublicViews:
+    """One public file three ways: its typed values, its codes under the release's encoder, its text."""
+
+    typed: pd.DataFrame
+    codes: np.ndarray
+    text: pd.DataFrame
+
+
+def detect(schema: Schema, encoder: Encoder, public: PublicViews | None, group_columns: tuple[str, ...],
+           switches: list[NullSwitch], derive: bool = True) -> Structure:
+    """The structure a release respects (see the module doc), from the parameters and the ``public`` file
+    (None without one); ``derive=False`` keeps only the rules."""
+    public_typed, public_codes, public_text = (public.typed, public.codes, public.text) if public else (None,) * 3
     names = tuple(encoder.names)
     notes = []
     boxes = rule_boxes(schema.rules, encoder)

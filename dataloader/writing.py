@@ -3,7 +3,8 @@
 ``StagedFiles`` writes into a hidden staging folder beside the output and moves every file
 into place in one journaled commit (see its docstring for what a killed run leaves and how the
 next run completes or removes it); ``SubmissionWriter`` streams runs into one
-Sprint-2-shaped CSV.
+Sprint-2-shaped CSV; ``ReleaseFiles`` writes a release with both (the submission and one ledger
+per run).
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import logging
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -246,3 +248,39 @@ class SubmissionWriter:
 
     def close(self) -> None:
         self._file.close()
+
+
+def ledger_path(output: Path, epsilon: float) -> Path:
+    """Where the ledger of the run with ``epsilon`` goes, beside the submission."""
+    output = Path(output)
+    return output.with_name(f"{output.stem}.ledger.eps{epsilon:g}.json")
+
+
+class ReleaseFiles:
+    """The submission CSV (every run; fresh ids when the private table had an id column) and one ledger JSON
+    per run, written run by run into a staging folder: all files appear together at ``commit`` or none does
+    (leaving the ``with`` block without a commit removes them)."""
+
+    def __init__(self, output: Path, schema: Schema, id_column: str | None):
+        self.output, self.schema, self.id_column = output, schema, id_column
+
+    def __enter__(self) -> "ReleaseFiles":
+        self.staged = StagedFiles(self.output).__enter__()
+        self.writer = SubmissionWriter(self.staged.path(self.output), self.schema, self.id_column)
+        return self
+
+    def add(self, r) -> None:
+        """Writes one run's rows and ledger (staged) from a ``stages.run.RunRelease``; its seconds go to
+        ``r.timings['writing']``."""
+        start = time.perf_counter()
+        self.writer.write(r.epsilon, r.table)
+        self.staged.path(ledger_path(self.output, r.epsilon)).write_text(r.ledger.to_json() + "\n")
+        r.timings["writing"] = time.perf_counter() - start
+
+    def commit(self) -> list[Path]:
+        self.writer.close()
+        return self.staged.commit()
+
+    def __exit__(self, *exc) -> None:
+        self.writer.close()
+        self.staged.__exit__(*exc)

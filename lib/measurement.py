@@ -10,15 +10,22 @@ post-processing of whatever made the answers.
 """
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, Union
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from dpsyn.lib.relaxed import RelaxedQuery
+
+TargetQuery = Union[tuple[int, ...], tuple[str, ...], "RelaxedQuery"]
+"""What a Target measured: a marginal's columns (indices into the estimator's columns, or names for
+consistency) or a relaxed query (lib/relaxed.py)."""
 
 
 class Target(NamedTuple):
     """One measurement as an estimator takes it (see the module doc)."""
 
-    query: Any
+    query: TargetQuery
     noisy: np.ndarray
     sigma: float = 0.0
     weight: float = 1.0

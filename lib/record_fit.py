@@ -23,6 +23,8 @@ Reads only records and targets, never private data: costs no privacy budget.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numba
 import numpy as np
 
@@ -31,17 +33,28 @@ from dpsyn.lib.tuning import T
 
 
 
+@dataclass(frozen=True)
+class RecordFit:
+    """How ``fit_records`` moves records: new values lie in [``low``, ``high``]; codes of the ``fixed``
+    columns stay; the numeric columns flagged in ``nullable`` (default: none) may move to and from null;
+    ``sweeps`` passes over the records, ``tries`` new codes or values a record's entry."""
+
+    low: float = 0.0
+    high: float = 1.0
+    fixed: tuple[int, ...] = ()
+    nullable: tuple[bool, ...] = ()
+    sweeps: int = 3
+    tries: int = 16
+
+
 def fit_records(codes: np.ndarray, sizes: tuple[int, ...], values: np.ndarray, fits: list[Target],
-                low: float, high: float, rng: np.random.Generator, fixed: tuple[int, ...] = (),
-                nullable: tuple[bool, ...] = (), sweeps: int = 3,
-                tries: int = 16) -> tuple[np.ndarray, np.ndarray, float, float]:
+                rng: np.random.Generator, how: RecordFit = RecordFit()) -> tuple[np.ndarray, np.ndarray, float, float]:
     """Copies of ``codes`` (records × categorical columns of ``sizes`` codes) and ``values`` (records ×
     numeric columns, NaN for nulls) moved toward ``fits`` (lib/relaxed.py's: a query's ``by`` are
     positions in ``codes``, its numeric ``columns`` positions in ``values``; targets in shares of the
-    records) by the coordinate descent of the module doc; codes of the ``fixed`` columns stay; new
-    values lie in [``low``, ``high``]; the numeric columns flagged in ``nullable`` (default: none) may
-    move to and from null.  Returns (codes, values, loss before, loss after); the loss
-    never rises.  Deterministic given ``rng``'s state."""
+    records) by the coordinate descent of the module doc, as ``how`` says.  Returns (codes, values, loss
+    before, loss after); the loss never rises.  Deterministic given ``rng``'s state."""
+    low, high, fixed, nullable, sweeps, tries = how.low, how.high, how.fixed, how.nullable, how.sweeps, how.tries
     codes = np.ascontiguousarray(codes, dtype=np.int64).copy().reshape(len(values), len(sizes))
     out = np.ascontiguousarray(values, dtype=np.float64).copy()
     n, p = out.shape

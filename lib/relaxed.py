@@ -422,25 +422,37 @@ def _grad_norm(grads: dict) -> float:
     return math.sqrt(float(sum((g ** 2).sum() for g in grads.values())))  # one transfer from a GPU
 
 
-def project(table: RelaxedTable, fits: list[Target], beta: float = 8.0, max_beta: float = 1024.0,
-            tolerance: float = 1e-3, steps: int = 60, lr: float = 0.3, value_lr: float = 0.05) -> dict:
-    """Adam on the weighted squared error to ``fits`` (module doc), at most ``steps`` steps per inverse
-    temperature, beta doubling from ``beta`` to ``max_beta`` whenever the gradient norm is below
-    ``tolerance`` times the first one; step size ``lr`` for logits, and for numeric values (in [0, 1])
-    ``value_lr`` at the first temperature, shrinking as 1/beta with the sigmoids' width (larger steps
-    at a steep sigmoid throw values back and forth across the cuts and, clipped, onto the bounds).
-    Changes ``table`` in place; returns the final loss (at max_beta) and the steps taken."""
+@dataclass(frozen=True)
+class Schedule:
+    """How ``project`` steps: at most ``steps`` steps per inverse temperature, beta doubling from ``beta`` to
+    ``max_beta`` whenever the gradient norm is below ``tolerance`` times the first one; step size ``lr`` for
+    logits, and for numeric values (in [0, 1]) ``value_lr`` at the first temperature, shrinking as 1/beta
+    with the sigmoids' width (larger steps at a steep sigmoid throw values back and forth across the cuts
+    and, clipped, onto the bounds)."""
+
+    beta: float = 8.0
+    max_beta: float = 1024.0
+    tolerance: float = 1e-3
+    steps: int = 60
+    lr: float = 0.3
+    value_lr: float = 0.05
+
+
+def project(table: RelaxedTable, fits: list[Target], schedule: Schedule = Schedule()) -> dict:
+    """Adam on the weighted squared error to ``fits`` (module doc), stepping as ``schedule`` says.  Changes
+    ``table`` in place; returns the final loss (at its max_beta) and the steps taken."""
     xp = table.xp
     work = Workload(table, [f.query for f in fits], fits)
     # numpy: one BLAS thread, since the matrices are small (rows × a few hundred columns) and more threads
     # cost more than they gain (adult_raw, eps 1, 2 cores: 134 s with two, 117 s with one)
     with threadpool_limits(1, user_api="blas") if xp is np else contextlib.nullcontext():
-        return _adam(table, fits, work, beta, max_beta, tolerance, steps, lr, value_lr)
+        return _adam(table, fits, work, schedule)
 
 
-def _adam(table: RelaxedTable, fits: list[Target], work: Workload, beta: float, max_beta: float, tolerance: float,
-          steps: int, lr: float, value_lr: float) -> dict:
+def _adam(table: RelaxedTable, fits: list[Target], work: Workload, schedule: Schedule) -> dict:
     """project's loop (its doc)."""
+    beta, max_beta, tolerance = schedule.beta, schedule.max_beta, schedule.tolerance
+    steps, lr, value_lr = schedule.steps, schedule.lr, schedule.value_lr
     xp, start = table.xp, beta
     b1, b2, eps = 0.9, 0.999, 1e-8
     first, taken, adam = None, 0, {}

@@ -365,28 +365,45 @@ class Model:
                 if not self.layout.coarse(k)}
 
 
-def measure_adaptively(private: PrivateTable, public_codes: np.ndarray | None, ctx: RunContext,
-                       group_idx: list[int], other_idx: list[int], group_rho: float, max_cells: int,
-                       earlier: tuple = (), few_rounds: bool = False, one_way_rounds: int = 1,
-                       rich: bool = False, per_row: int | None = None, picks: int = 1,
-                       rounds: int | None = None, many_rounds: bool = False, max_entropy: bool = False) -> Model:
-    """The fitted model after spending exactly what remains of the run's budget (module doc).
+@dataclass(frozen=True)
+class RoundsSpec:
+    """How ``measure_adaptively`` spends its budget (method/planner.py chooses).
 
-    ``earlier``: (column indices, noisy values, sigma) already measured (a noisy total; or the two-way
-    regime's marginals where method/dpsyn.py fits the group columns in the base), kept in the model; a column measured there is
-    never split.  ``few_rounds``: adaptive_few_rounds_per_column rounds a column, not adaptive_rounds_per_column;
-    ``many_rounds``: adaptive_many_rounds_per_column;
-    ``rounds``: this many rounds instead; ``picks``: marginals measured a round (one selection of that
-    many), the round's rho split evenly over them; ``one_way_rounds``: the 1-way marginals' measuring rho,
-    in rounds' (method/planner.py; 0: none measured here); ``rich``: the
-    planner found the pairs worth their noise (a larger base from public records with groups);
-    ``per_row``: base records a row of the noisy total (groups.py ``base_size``) instead of the default;
-    ``max_entropy``: without public records or edit rules, the final records from the maximum-entropy
-    estimate (step 4; with groups, drawn per group by ``Model.draw_groups``) where it fits.
-    Privacy cost: ``private.remaining`` at the call, all of it: ``group_rho`` on
-    the group counts (when there are groups), the rest on 1-way marginals and the rounds'
-    selections and measurements.
+    ``group_rho``: the group counts' rho (when there are groups).  ``max_cells``: the largest marginal a
+    round may measure.  ``earlier``: Targets (column indices, noisy values, sigma) already measured (a noisy total;
+    or the two-way regime's marginals where method/dpsyn.py fits the group columns in the base), kept in the
+    model; a column measured there is never split.  ``few_rounds``: adaptive_few_rounds_per_column rounds a
+    column, not adaptive_rounds_per_column; ``many_rounds``: adaptive_many_rounds_per_column; ``rounds``:
+    this many rounds instead; ``picks``: marginals measured a round (one selection of that many), the round's
+    rho split evenly over them; ``one_way_rounds``: the 1-way marginals' measuring rho, in rounds' (0: none
+    measured here); ``rich``: the planner found the pairs worth their noise (a larger base from public
+    records with groups); ``per_row``: base records a row of the noisy total (groups.py ``base_size``)
+    instead of the default; ``max_entropy``: without public records or edit rules, the final records from
+    the maximum-entropy estimate (step 4; with groups, drawn per group by ``Model.draw_groups``) where it
+    fits."""
+
+    group_rho: float = 0.0
+    max_cells: int = 20_000
+    earlier: tuple = ()
+    few_rounds: bool = False
+    one_way_rounds: int = 1
+    rich: bool = False
+    per_row: int | None = None
+    picks: int = 1
+    rounds: int | None = None
+    many_rounds: bool = False
+    max_entropy: bool = False
+
+
+def measure_adaptively(private: PrivateTable, public_codes: np.ndarray | None, ctx: RunContext,
+                       group_idx: list[int], other_idx: list[int], spec: RoundsSpec) -> Model:
+    """The fitted model after spending exactly what remains of the run's budget (module doc), as ``spec``
+    says.  Privacy cost: ``private.remaining`` at the call, all of it: ``spec.group_rho`` on the group
+    counts (when there are groups), the rest on 1-way marginals and the rounds' selections and
+    measurements.
     """
+    earlier, many_rounds, one_way_rounds, picks, rounds = (spec.earlier, spec.many_rounds, spec.one_way_rounds,
+                                                           spec.picks, spec.rounds)
     names, sizes = ctx.domain.names, ctx.domain.sizes
     # Columns of many codes are split (method/split_columns.py) only when the records start from independent
     # draws.  Public records already carry each column's detail and its relation to the others, and there coarse
@@ -394,7 +411,7 @@ def measure_adaptively(private: PrivateTable, public_codes: np.ndarray | None, c
     # the split layout (``SplitColumns.boxes``), except where the pairs are noisy: there its coarse readings take
     # rounds from the pairs a classifier reads.
     kept_whole = {c for box in ctx.boxes.boxes for c in box.columns} if many_rounds else set()
-    measured = {j for cols, _, _ in earlier for j in cols}  # keyed by the domain's codes
+    measured = {j for t in earlier for j in t.query}  # keyed by the domain's codes
     # Where the pairs are noisy (``many_rounds``), a numeric column with a null token is also split at that
     # token, so that a round may read it as null or not: that is often what it shares most with other columns
     # (income, null under 15, against age or marital status; number of children, null outside households,
@@ -407,18 +424,18 @@ def measure_adaptively(private: PrivateTable, public_codes: np.ndarray | None, c
     model = Model(names, sizes, tuple(group_idx), from_public=public is not None, layout=layout, public=public,
                   ordered={j: ctx.domain.ordered.get(names[j], 0) for j in other_idx},
                   boxes=layout.boxes(ctx.boxes))
-    for cols, values, sigma in earlier:
-        model.add(tuple(cols), values, sigma)
+    for t in earlier:
+        model.add(tuple(t.query), t.noisy, t.sigma)
     if group_idx:
         m = private.measure(Marginal(tuple(names[j] for j in group_idx)),
-                            group_rho if other_idx else private.remaining,
+                            spec.group_rho if other_idx else private.remaining,
                             f"group counts ({' × '.join(names[j] for j in group_idx)})")
         model.add(tuple(group_idx), smoothed_counts(m.noisy, m.sigma, tuple(names[j] for j in group_idx)),
                   m.sigma)
     elif not other_idx:
         m = private.measure(Marginal(()), private.remaining, "number of rows")
         model.add((), m.noisy.reshape(()), m.sigma)
-    per_column = T.adaptive_few_rounds_per_column if few_rounds else T.adaptive_many_rounds_per_column if many_rounds else T.adaptive_rounds_per_column
+    per_column = T.adaptive_few_rounds_per_column if spec.few_rounds else T.adaptive_many_rounds_per_column if many_rounds else T.adaptive_rounds_per_column
     rho_round = private.remaining / (rounds * picks if rounds else per_column * max(len(other_idx), 1))  # a pick's
     # where columns are split, rounds mostly read them coarsely, so their exact 1-way marginals are measured
     # about once: the 1-way budget goes by cells^(2/3), the split that minimises their summed expected noise
@@ -436,8 +453,9 @@ def measure_adaptively(private: PrivateTable, public_codes: np.ndarray | None, c
                  ", ".join(f"{names[j]} ({sizes[j]} codes, " + ("null or not)" if layout.at_null(j) else
                                                                  f"in {layout.widths[j]}s)") for j in layout.split))
     model_idx = list(other_idx) + [layout.offset(j) for j in layout.split]
-    rich = rich and public is not None and bool(group_idx)  # groups drawn by raking, rich budget
-    n = base_size(model.total, rich=rich) if per_row is None else base_size(model.total, rich=True, per_row=per_row)
+    rich = spec.rich and public is not None and bool(group_idx)  # groups drawn by raking, rich budget
+    n = base_size(model.total, rich=rich) if spec.per_row is None else \
+        base_size(model.total, rich=True, per_row=spec.per_row)
     # kept as compact_codes gives them: GUM moves them, and the rounds count them, in that layout
     model.records = compact_codes(start_records(public, model_idx, model.global_targets(), n, layout.model_sizes,
                                                 ctx.rng), layout.model_sizes)
@@ -450,9 +468,9 @@ def measure_adaptively(private: PrivateTable, public_codes: np.ndarray | None, c
     else:
         log.info("adaptive: rounds start from %d marginals measured before, at rho %.3g each", len(earlier),
                  rho_round)
-    max_entropy = max_entropy and not model.from_public and not model.boxes
-    chosen = _rounds(private, ctx, model, other_idx, max_cells, rho_round * picks, picks,
-                     model_idx if max_entropy else None)
+    max_entropy = spec.max_entropy and not model.from_public and not model.boxes
+    chosen = _rounds(private, ctx, model, other_idx,
+                     RoundBudget(spec.max_cells, rho_round * picks, picks, model_idx if max_entropy else None))
     log.info("adaptive: the rounds measured %d marginals: %s", len(chosen), ", ".join(chosen) or "none")
     fitted = model.max_entropy(model_idx, with_groups=bool(group_idx)) if max_entropy else None
     if fitted is None:
@@ -470,21 +488,35 @@ def measure_adaptively(private: PrivateTable, public_codes: np.ndarray | None, c
     return model
 
 
-def _rounds(private: PrivateTable, ctx: RunContext, model: Model, other_idx: list[int], max_cells: int,
-            rho_round: float, picks: int = 1, tree_columns: list[int] | None = None) -> list[str]:
-    """AIM's rounds until the budget is spent, each choosing ``picks`` marginals; returns what each round
-    measured, in words.  With ``tree_columns`` (the final records come from the maximum-entropy fit over them),
-    a round chooses only among the candidates that keep its junction tree within its size (``Model.within_tree``)."""
+@dataclass(frozen=True)
+class RoundBudget:
+    """The rounds' sizes: the largest marginal a round may measure (``max_cells``), a round's rho at the start
+    (``rho_round``), the marginals each round measures (``picks``) and, where the final records come from the
+    maximum-entropy fit over ``tree_columns``, those columns (a round then keeps its junction tree within
+    its size)."""
+
+    max_cells: int
+    rho_round: float
+    picks: int = 1
+    tree_columns: list[int] | None = None
+
+
+def _rounds(private: PrivateTable, ctx: RunContext, model: Model, other_idx: list[int],
+            budget: RoundBudget) -> list[str]:
+    """AIM's rounds until the budget is spent, each choosing ``budget.picks`` marginals; returns what each round
+    measured, in words.  With ``budget.tree_columns``, a round chooses only among the candidates that keep its
+    junction tree within its size (``Model.within_tree``)."""
     chosen: list[str] = []
     with progress(100, "adaptive rounds", "% of their rho", log) as bar:
-        _spend_rounds(private, ctx, model, other_idx, max_cells, rho_round, picks, chosen, bar, tree_columns)
+        _spend_rounds(private, ctx, model, other_idx, budget, chosen, bar)
     return chosen
 
 
-def _spend_rounds(private: PrivateTable, ctx: RunContext, model: Model, other_idx: list[int], max_cells: int,
-                  rho_round: float, picks: int, chosen: list[str], bar, tree_columns: list[int] | None) -> None:
+def _spend_rounds(private: PrivateTable, ctx: RunContext, model: Model, other_idx: list[int], budget: RoundBudget,
+                  chosen: list[str], bar) -> None:
     """The rounds of ``_rounds``, appending what each measured to ``chosen`` and moving ``bar`` by the share of
     the rounds' rho spent."""
+    max_cells, rho_round, picks, tree_columns = budget.max_cells, budget.rho_round, budget.picks, budget.tree_columns
     start = private.remaining
     round_no = 0
     while private.remaining > 0:

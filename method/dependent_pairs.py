@@ -22,6 +22,7 @@ import math
 import numpy as np
 
 from dpsyn.lib.marginals import clip_and_normalise
+from dpsyn.lib.measurement import Target
 from dpsyn.lib.privacy.private_table import PrivateTable
 from dpsyn.lib.privacy.queries import Marginal
 from dpsyn.lib.tuning import T
@@ -32,22 +33,22 @@ log = logging.getLogger(__name__)
 
 
 
-def measure_dependent_pairs(private: PrivateTable, ctx: RunContext, one_ways: dict[int, tuple[np.ndarray, float]],
-                            total: float, rho: float) -> list[tuple[tuple[int, ...], np.ndarray, float]]:
-    """((a, b), noisy counts, noise sd) for each chosen pair of columns (module doc).
+def measure_dependent_pairs(private: PrivateTable, ctx: RunContext, one_ways: dict[int, Target],
+                            total: float, rho: float) -> list[Target]:
+    """A Target ((a, b), noisy counts, noise sd) for each chosen pair of columns (module doc).
 
     ``one_ways``: column -> its released noisy 1-way marginal and noise sd; ``total``: the released
     noisy total; both public.  Privacy cost: ``rho`` exactly (dependent_pairs_select_share of it on the choice, the
     rest on the measurements), nothing when fewer than two columns have two or more values.
     """
     names, sizes = ctx.domain.names, ctx.domain.sizes
-    pairs = list(itertools.combinations([j for j, (values, _) in one_ways.items() if values.size > 1], 2))
+    pairs = list(itertools.combinations([j for j, t in one_ways.items() if t.noisy.size > 1], 2))
     if not pairs or rho <= 0:
         return []
     k = min(T.dependent_pairs_pairs, len(pairs))
     each = (1 - T.dependent_pairs_select_share) * rho / k
     queries = [Marginal((names[a], names[b])) for a, b in pairs]
-    references = [total * np.multiply.outer(clip_and_normalise(one_ways[a][0]), clip_and_normalise(one_ways[b][0]))
+    references = [total * np.multiply.outer(clip_and_normalise(one_ways[a].noisy), clip_and_normalise(one_ways[b].noisy))
                   for a, b in pairs]
     penalties = [NOISE_L1 * private.sensitivity(q).l2 / math.sqrt(2 * each) * sizes[a] * sizes[b]
                  for q, (a, b) in zip(queries, pairs)]
@@ -56,7 +57,7 @@ def measure_dependent_pairs(private: PrivateTable, ctx: RunContext, one_ways: di
     out = []
     for i in chosen:
         m = private.measure(queries[i], each)
-        out.append((pairs[i], m.noisy, m.sigma))
+        out.append(Target(pairs[i], m.noisy, m.sigma))
     log.info("dpsyn: measured the %d pairs of columns that depart most from independence: %s (noise sd %.3g per "
-             "cell)", k, ", ".join(f"{names[pairs[i][0]]} × {names[pairs[i][1]]}" for i in chosen), out[0][2])
+             "cell)", k, ", ".join(f"{names[pairs[i][0]]} × {names[pairs[i][1]]}" for i in chosen), out[0].sigma)
     return out

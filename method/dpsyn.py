@@ -42,10 +42,10 @@ from dpsyn.lib.tuning import T
 from dpsyn.method.base import Method, PublicData, RunContext, SynthesisResult, option, spread
 from dpsyn.method.dependent_pairs import measure_dependent_pairs
 from dpsyn.method.group_columns import measure_group_columns
-from dpsyn.method.groups import (GUM_MOVES, OWN_RAKE, OWN_REWRITE, RAKE, REWRITE, assigned_rows, base_size, group_sizes, own_pools, smoothed_counts, start_records, synthesize_groups)
-from dpsyn.method.adaptive import measure_adaptively
+from dpsyn.method.groups import (GUM_MOVES, OWN_RAKE, OWN_REWRITE, RAKE, REWRITE, GroupFit, GroupTargets, assigned_rows, base_size, group_sizes, own_pools, smoothed_counts, start_records, synthesize_groups)
+from dpsyn.method.adaptive import RoundsSpec, measure_adaptively
 from dpsyn.method.planner import (ADAPTIVE, ALL, AUTO, MARGINAL_CHOICES, ONE_WAY, PLANNERS, PUBLIC, REGIMES, SELECT,
-                                  TWO_WAY, make_plan, needs_total, total_share)
+                                  TWO_WAY, TableShape, make_plan, needs_total, total_share)
 from dpsyn.method.selection import allocate, greedy_pairs
 
 log = logging.getLogger(__name__)
@@ -80,8 +80,7 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
     """Synthetic codes for one run.  Privacy cost: exactly what remains of the run's budget (all
     of it unless the release measured group-level columns first; see module doc)."""
     domain = ctx.domain
-    group_idx = domain.indices(ctx.group_columns)
-    other_idx = [j for j in range(len(domain.names)) if j not in group_idx and domain.names[j] not in ctx.skip]
+    group_idx, other_idx = _columns(ctx)
     rho, eps, theta = private.remaining, ctx.epsilon, private.theta
     public_codes = public.codes if public is not None else None
 
@@ -91,20 +90,19 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
             share = total_share(eps, theta, bool(group_idx), rho if options.planner == AUTO else None)
             total = private.measure(Marginal(()), share * rho, "noisy total")
             noisy_total = total.total
-            targets.append(((), total.noisy.reshape(()), total.sigma))  # weighed in the common total
+            targets.append(Target((), total.noisy.reshape(()), total.sigma))  # weighed in the common total
         pair_cells = tuple(domain.sizes[a] * domain.sizes[b] for a, b in itertools.combinations(other_idx, 2))
         group_cells = tuple(domain.size(ctx.group_columns) * domain.sizes[j] for j in other_idx) if group_idx else ()
-        plan = make_plan(eps, theta, noisy_total, bool(group_idx), public_codes is not None, options.regime,
-                         columns=len(other_idx), rho=rho if options.planner == AUTO else None, pair_cells=pair_cells,
-                         group_cells=group_cells, n_groups=domain.size(ctx.group_columns) if group_idx else 1)
+        shape = TableShape(bool(group_idx), public_codes is not None, len(other_idx), pair_cells, group_cells,
+                           domain.size(ctx.group_columns) if group_idx else 1)
+        plan = make_plan(eps, theta, noisy_total, shape, options.regime, rho if options.planner == AUTO else None)
         log.info("dpsyn eps=%g: %s", eps, plan.describe(rho))
         base, joint = None, False
         if plan.regime == ADAPTIVE:
-            model = measure_adaptively(private, public_codes, ctx, group_idx, other_idx, plan.group_share * rho,
-                                       options.max_cells, earlier=tuple(targets), few_rounds=plan.few_rounds,
-                                       one_way_rounds=plan.one_way_rounds, rich=plan.rich,
-                                       many_rounds=plan.many_rounds, max_entropy=_max_entropy(plan, public_codes,
-                                                                                            group_idx))
+            spec = RoundsSpec(plan.group_share * rho, options.max_cells, earlier=tuple(targets),
+                              few_rounds=plan.few_rounds, one_way_rounds=plan.one_way_rounds, rich=plan.rich,
+                              many_rounds=plan.many_rounds, max_entropy=_max_entropy(plan, public_codes, group_idx))
+            model = measure_adaptively(private, public_codes, ctx, group_idx, other_idx, spec)
             by_cols, total, base = model.domain_marginals(), model.total, model.domain_records()
         else:
             if group_idx:
@@ -112,29 +110,30 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
                 groups = private.measure(Marginal(ctx.group_columns), plan.group_share * rho,
                                          f"group counts ({label})")
                 counts = smoothed_counts(groups.noisy, groups.sigma, ctx.group_columns)
-                targets.append((tuple(group_idx), counts, groups.sigma))
+                targets.append(Target(tuple(group_idx), counts, groups.sigma))
             joint = (plan.regime == TWO_WAY and options.planner == AUTO and bool(group_idx) and public_codes is None
                      and domain.size(ctx.group_columns) <= T.dpsyn_joint_groups
                      and noisy_total is not None and T.dpsyn_joint_base_per_row * noisy_total <= T.groups_rich_base_records)
             triples = math.comb(len(other_idx) + len(group_idx), 3)  # none: the rounds would find nothing new
             rounds = joint and 0 < triples * T.dpsyn_joint_base_per_row * noisy_total <= T.dpsyn_triple_work
             # the joint base's rounds get dpsyn_triple_share of the marginals' rho: what _targets leaves
-            targets += _targets(private, public_codes, ctx, options, group_idx, other_idx, plan,
+            targets += _targets(private, public_codes, ctx, options, plan,
                                 rho * (1 - T.dpsyn_triple_share) if rounds else rho, targets)
             if joint:  # the group columns in the base, with everything measured so far, then the rounds
                 log.info("dpsyn: few groups: the group columns are fitted in the base with the other columns, %s"
                          "and each group is drawn from its own records",
                          "rounds measure what it gets most wrong, " if rounds else "")
-                model = measure_adaptively(private, None, ctx, [], other_idx + group_idx, 0.0, options.max_cells,
-                                           earlier=tuple(targets), one_way_rounds=0, per_row=T.dpsyn_joint_base_per_row,
-                                           rounds=T.dpsyn_triple_rounds, picks=T.dpsyn_triple_picks)
+                spec = RoundsSpec(0.0, options.max_cells, earlier=tuple(targets), one_way_rounds=0,
+                                  per_row=T.dpsyn_joint_base_per_row, rounds=T.dpsyn_triple_rounds,
+                                  picks=T.dpsyn_triple_picks)
+                model = measure_adaptively(private, None, ctx, [], other_idx + group_idx, spec)
                 by_cols, total, base = model.domain_marginals(), model.total, model.domain_records()
 
     if base is None:
         with ctx.timed("consistency"):
-            consistent = make_consistent([Target(tuple(domain.names[j] for j in cols), values, sigma)
-                                          for cols, values, sigma in targets])
-            by_cols = {cols: values for (cols, _, _), values in zip(targets, consistent)}
+            consistent = make_consistent([Target(tuple(domain.names[j] for j in t.query), t.noisy, t.sigma)
+                                          for t in targets])
+            by_cols = {t.query: values for t, values in zip(targets, consistent)}
             total = consistent[0].sum()
 
     with ctx.timed("sampling"):
@@ -150,9 +149,10 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
             per_group_1way = {c[-1]: v.reshape(-1, sizes[c[-1]]) for c, v in by_cols.items()
                               if group_idx and len(c) == len(group_idx) + 1 and list(c[:-1]) == group_idx}
         if joint:  # each group drawn from its own base records
-            codes = synthesize_groups(base, per_group, group_idx, global_targets, per_group_1way, sizes, ctx.rng,
-                                      ctx.jobs, boxes=ctx.boxes, fit=OWN_RAKE,
-                                      pieces=own_pools(base, per_group, group_idx, sizes), run=ctx.run_tasks)
+            codes = synthesize_groups(base, per_group, group_idx, GroupTargets(global_targets, per_group_1way),
+                                      sizes, ctx.rng, GroupFit(OWN_RAKE, ctx.jobs, boxes=ctx.boxes,
+                                                               pieces=own_pools(base, per_group, group_idx, sizes),
+                                                               run=ctx.run_tasks))
             return SynthesisResult(codes)
         if base is None:
             rich = public_codes is not None and bool(group_idx) and plan.regime == TWO_WAY  # groups drawn by raking
@@ -169,9 +169,10 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
             log.info("dpsyn: each base record is assigned to one group as the groups' 1-way marginals say, and "
                      "each group's records are rewritten toward its own 1-way marginals")
             fit, pieces = OWN_REWRITE, assigned_rows(base, per_group, per_group_1way, ctx.rng)
-        codes = synthesize_groups(base, per_group, group_idx, global_targets, per_group_1way, sizes, ctx.rng,
-                                  ctx.jobs, reuse_equal_sizes=options.group_round > 1, boxes=ctx.boxes,
-                                  own_targets_only=own_only, fit=fit, pieces=pieces, run=ctx.run_tasks)
+        codes = synthesize_groups(base, per_group, group_idx, GroupTargets(global_targets, per_group_1way), sizes,
+                                  ctx.rng, GroupFit(fit, ctx.jobs, reuse_equal_sizes=options.group_round > 1,
+                                                    boxes=ctx.boxes, own_targets_only=own_only, pieces=pieces,
+                                                    run=ctx.run_tasks))
     return SynthesisResult(codes)
 
 
@@ -198,9 +199,16 @@ def _global_targets(by_cols: dict, group_idx, other_idx) -> list[tuple]:
     return targets
 
 
-def _targets(private: PrivateTable, public_codes, ctx: RunContext, options: DpsynOptions, group_idx, other_idx,
-             plan, rho, noisy: list[tuple]) -> list[tuple]:
-    """(column indices, values, noise sd) of every marginal the synthesis should match, after the
+def _columns(ctx: RunContext) -> tuple[list[int], list[int]]:
+    """(the group columns' indices, the indices of the other columns the method synthesizes: not skipped)."""
+    domain = ctx.domain
+    group_idx = domain.indices(ctx.group_columns)
+    return group_idx, [j for j in range(len(domain.names)) if j not in group_idx and domain.names[j] not in ctx.skip]
+
+
+def _targets(private: PrivateTable, public_codes, ctx: RunContext, options: DpsynOptions, plan, rho,
+             noisy: list[Target]) -> list[Target]:
+    """Every marginal the synthesis should match (a Target: column indices, values, noise sd), after the
     ``noisy`` ones already measured (total, group counts).
 
     In the two-way regime with groups, dpsyn_group_marginal_share of the marginal budget goes
@@ -216,6 +224,7 @@ def _targets(private: PrivateTable, public_codes, ctx: RunContext, options: Dpsy
     which would flatten their shape.
     """
     sizes = ctx.domain.sizes
+    group_idx, other_idx = _columns(ctx)
     pairs = list(itertools.combinations(other_idx, 2))
     public = []
     if public_codes is not None and plan.regime in (PUBLIC, ONE_WAY):
@@ -223,7 +232,7 @@ def _targets(private: PrivateTable, public_codes, ctx: RunContext, options: Dpsy
             rows = public_codes[:, list(cols)]
             rows = rows[(rows >= 0).all(axis=1)]
             shape = tuple(sizes[j] for j in cols)
-            public.append((cols, count_marginal(rows, shape).astype(np.float64), T.dpsyn_public_sigma))
+            public.append(Target(cols, count_marginal(rows, shape).astype(np.float64), T.dpsyn_public_sigma))
     share = plan.marginal_share * rho
     measured = []
     if share > 0 and plan.regime == TWO_WAY and group_idx:
@@ -240,16 +249,16 @@ def _targets(private: PrivateTable, public_codes, ctx: RunContext, options: Dpsy
         measured += _measure(private, ctx, queries, rhos)
     if public_codes is None:
         measured = _denoised(ctx, measured)
-    one_ways = {cols[0]: (values, sigma) for cols, values, sigma in measured if len(cols) == 1}
+    one_ways = {t.query[0]: t for t in measured if len(t.query) == 1}
     if plan.group_column_share > 0:
-        counts = next(values for cols, values, _ in noisy if cols == tuple(group_idx))
+        counts = next(t.noisy for t in noisy if t.query == tuple(group_idx))
         measured += measure_group_columns(private, ctx, group_idx, counts, one_ways, plan.group_column_share * rho)
     if plan.pair_share > 0:
-        total = common_total([v for _, v, _ in noisy + measured], [s for _, _, s in noisy + measured])
+        total = common_total([t.noisy for t in noisy + measured], [t.sigma for t in noisy + measured])
         measured += measure_dependent_pairs(private, ctx, one_ways, total, plan.pair_share * rho)
     if public:  # weak targets, rescaled to the noisy total
-        scale = common_total([v for _, v, _ in noisy + measured], [s for _, _, s in noisy + measured])
-        public = [(cols, v * scale / max(v.sum(), 1.0), s) for cols, v, s in public]
+        scale = common_total([t.noisy for t in noisy + measured], [t.sigma for t in noisy + measured])
+        public = [Target(t.query, t.noisy * scale / max(t.noisy.sum(), 1.0), t.sigma) for t in public]
     return measured + public
 
 
@@ -258,12 +267,12 @@ def _denoised(ctx: RunContext, measured: list[tuple]) -> list[tuple]:
     Stein's risk estimate says that pays (lib/smoothing.py ``denoise``; at a tiny budget, noise that swamps a
     column's shape).  Post-processing: no privacy cost."""
     names, out, done = ctx.domain.names, [], []
-    for cols, values, sigma in measured:
+    for cols, values, sigma, _ in measured:
         if len(cols) == 1:
             values, how = denoise(values, sigma, ctx.domain.ordered.get(names[cols[0]], 0))
             if how:
                 done.append(f"{names[cols[0]]} ({how})")
-        out.append((cols, values, sigma))
+        out.append(Target(cols, values, sigma))
     if done:
         log.info("dpsyn: noisy 1-way marginals smoothed or shrunk toward flat (post-processing): %s", ", ".join(done))
     return out
@@ -290,8 +299,8 @@ def _measure(private: PrivateTable, ctx: RunContext, queries, rhos: list[float])
     measured = []
     for cols, each in zip(queries, rhos):
         m = private.measure(Marginal(tuple(names[j] for j in cols)), each)
-        measured.append((cols, m.noisy, m.sigma))
-    sigmas = [s for _, _, s in measured]
+        measured.append(Target(cols, m.noisy, m.sigma))
+    sigmas = [t.sigma for t in measured]
     log.info("dpsyn: %d marginals over %s measured, rho %.3g in all (noise sd %s rows per cell)",
              len(measured), ", ".join(names[j] for j in queries[0]) + ("..." if len(queries) > 1 else ""),
              sum(rhos), spread(sigmas))

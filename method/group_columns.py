@@ -20,6 +20,7 @@ import logging
 import numpy as np
 
 from dpsyn.lib.marginals import clip_and_normalise
+from dpsyn.lib.measurement import Target
 from dpsyn.lib.privacy.private_table import PrivateTable
 from dpsyn.lib.privacy.queries import Marginal
 from dpsyn.lib.tuning import T
@@ -31,31 +32,30 @@ log = logging.getLogger(__name__)
 
 
 def measure_group_columns(private: PrivateTable, ctx: RunContext, group_idx: list[int],
-                          counts: np.ndarray, one_ways: dict[int, tuple[np.ndarray, float]],
-                          rho: float) -> list[tuple[tuple[int, ...], np.ndarray, float]]:
-    """(group columns + (j,), noisy counts, noise sd) for each chosen column j (module doc).
+                          counts: np.ndarray, one_ways: dict[int, Target], rho: float) -> list[Target]:
+    """A Target (group columns + (j,), noisy counts, noise sd) for each chosen column j (module doc).
 
     ``counts``: the released group counts (group shape); ``one_ways``: column -> its released noisy
     1-way marginal and noise sd; both public.  Privacy cost: ``rho`` exactly (adaptive_select_share of it on
     the choice, the rest on the measurements), nothing when no column has two or more values.
     """
     names = ctx.domain.names
-    columns = [j for j, (values, _) in one_ways.items() if values.size > 1]
+    columns = [j for j, t in one_ways.items() if t.noisy.size > 1]
     if not columns or rho <= 0:
         return []
     k = min(T.group_columns_group_columns, len(columns))
     groups = np.clip(np.asarray(counts, dtype=np.float64), 0.0, None)
     queries = [Marginal(tuple(names[g] for g in group_idx) + (names[j],)) for j in columns]
-    references = [np.multiply.outer(groups, clip_and_normalise(one_ways[j][0])) for j in columns]
-    penalties = [NOISE_L1 * one_ways[j][1] * one_ways[j][0].size for j in columns]
+    references = [np.multiply.outer(groups, clip_and_normalise(one_ways[j].noisy)) for j in columns]
+    penalties = [NOISE_L1 * one_ways[j].sigma * one_ways[j].noisy.size for j in columns]
     chosen = private.select(queries, references, T.adaptive_select_share * rho, k=k, penalties=penalties,
                             label=f"choice of {k} of {len(columns)} columns to measure per group").chosen
     each = (1 - T.adaptive_select_share) * rho / k
     out = []
     for i in chosen:
         m = private.measure(queries[i], each)
-        out.append((tuple(group_idx) + (columns[i],), m.noisy, m.sigma))
+        out.append(Target(tuple(group_idx) + (columns[i],), m.noisy, m.sigma))
     log.info("dpsyn: measured per group (%s) the %d columns that differ most between groups: %s (noise sd %.3g "
              "per cell)", " × ".join(names[g] for g in group_idx), k, ", ".join(names[columns[i]] for i in chosen),
-             out[0][2])
+             out[0].sigma)
     return out

@@ -5,6 +5,8 @@ Post-processing only (reads noisy counts, consistent targets and synthetic recor
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
+from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -191,31 +193,66 @@ def _one_group(state, args) -> np.ndarray:
     return records
 
 
-def synthesize_groups(base: np.ndarray, per_group: np.ndarray, group_idx: list[int], targets,
-                      per_group_1way: dict, sizes: tuple[int, ...], rng: np.random.Generator, jobs: int = 1,
-                      reuse_equal_sizes: bool = False, boxes: Boxes = NO_BOXES,
-                      own_targets_only: bool = False, fit: str = GUM_MOVES,
-                      pieces: list | None = None, run=None) -> np.ndarray:
+class GroupState(NamedTuple):
+    """What every group's task reads (``_one_group``): the base records, the group columns, the targets, whether
+    they are stacked per group, the domain sizes, the groups' shape, the boxes no record may enter, the fit."""
+
+    base: np.ndarray
+    group_idx: list[int]
+    targets: object
+    stacked: bool
+    sizes: tuple[int, ...]
+    group_shape: tuple[int, ...]
+    boxes: Boxes
+    fit: str
+
+
+@dataclass(frozen=True)
+class GroupTargets:
+    """What the groups are fitted to: ``shared``, the global marginals ((column indices, values) pairs), and
+    ``own``, by column, each group's own 1-way marginal (rows = groups)."""
+
+    shared: list
+    own: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class GroupFit:
+    """How ``synthesize_groups`` fits each group.  ``fit``: GUM_MOVES (the write-up's GUM), REWRITE (GUM that
+    only rewrites the targets' columns, for a base that did not start from public records) or RAKE (where
+    there are per-group marginals: each group draws its rows from the base, or a random groups_rake_pool
+    records a row of it, in proportion to weights raked to its own 1-way marginals, stratified by their
+    columns, and keeps them whole) or OWN_RAKE (the same from ``pieces``, (each group's own base records, its
+    size) from ``own_pools``, then GUM rewriting toward its own 1-way marginals) or OWN_REWRITE (``pieces``:
+    the base rows each group holds, from ``assigned_rows``, GUM-rewritten toward its own 1-way marginals).
+    ``jobs``: worker processes.  ``reuse_equal_sizes``: groups that share the global targets and a size share
+    one set of records (see ``_reuse_equal_sizes``).  ``boxes``: no record lands in one (raked draws copy
+    base records, which are allowed).  ``own_targets_only``: GUM each group only toward the targets that
+    involve a column with a per-group marginal (the base already follows the others; fitting a small group
+    to them again distorts it), and not at all when there is none.  ``run(fn, state, tasks, done)`` runs the
+    groups' tasks (a RunContext's ``run_tasks``: the release's engine); default, ``jobs`` forked
+    processes."""
+
+    fit: str = GUM_MOVES
+    jobs: int = 1
+    reuse_equal_sizes: bool = False
+    boxes: Boxes = NO_BOXES
+    own_targets_only: bool = False
+    pieces: list | None = None
+    run: Callable | None = None
+
+
+def synthesize_groups(base: np.ndarray, per_group: np.ndarray, group_idx: list[int], targets: GroupTargets,
+                      sizes: tuple[int, ...], rng: np.random.Generator, how: GroupFit = GroupFit()) -> np.ndarray:
     """Records of every group stacked in group order: ``per_group[g]`` rows of ``base`` (the groups
-    share the base out between them, ``partition_rows``) GUM-updated toward ``targets`` (global
-    marginals); where ``per_group_1way[column]`` gives the group's own 1-way marginal (rows =
-    groups), the group's targets are the global ones fitted to it.  Each group has its own child of
-    ``rng``, so the result does not depend on ``jobs`` (worker processes).  ``reuse_equal_sizes``:
-    groups that share the global targets and a size share one set of records (see
-    ``_reuse_equal_sizes``).  ``own_targets_only``: GUM each group only toward the targets that
-    involve a column with a per-group marginal (the base already follows the others; fitting a
-    small group to them again distorts it), and not at all when there is none.  ``fit``: GUM_MOVES
-    (the write-up's GUM), REWRITE (GUM that only rewrites the targets' columns, for a base that did
-    not start from public records) or RAKE (where there are per-group marginals: each group draws
-    its rows from the base, or a random groups_rake_pool records a row of it, in proportion to weights raked
-    to its own 1-way marginals, stratified by their columns, and keeps them whole) or OWN_RAKE (the same
-    from ``pieces``, (each group's own base records, its size) from ``own_pools``, then GUM rewriting toward
-    its own 1-way marginals) or OWN_REWRITE (``pieces``: the base rows each group holds, from
-    ``assigned_rows``, GUM-rewritten toward its own 1-way marginals).  No record lands in a ``boxes`` box
-    (raked draws copy base records, which are allowed).  ``run(fn, state, tasks, done)`` runs the groups'
-    tasks (a RunContext's ``run_tasks``: the release's engine); default, ``jobs`` forked processes."""
-    run = run or (lambda fn, state, tasks, done: run_tasks(fn, state, tasks, jobs, done))
-    if own_targets_only:
+    share the base out between them, ``partition_rows``) GUM-updated toward ``targets.shared`` (global
+    marginals); where ``targets.own[column]`` gives the group's own 1-way marginal (rows = groups), the
+    group's targets are the global ones fitted to it; fitted as ``how`` says.  Each group has its own child
+    of ``rng``, so the result does not depend on ``how.jobs`` (worker processes)."""
+    per_group_1way, fit, boxes, pieces = targets.own, how.fit, how.boxes, how.pieces
+    jobs, targets = how.jobs, targets.shared
+    run = how.run or (lambda fn, state, tasks, done: run_tasks(fn, state, tasks, jobs, done))
+    if how.own_targets_only:
         targets = [(cols, values) for cols, values in targets if set(cols) & set(per_group_1way)]
     group_shape = tuple(sizes[j] for j in group_idx)
     cells = np.flatnonzero(per_group)
@@ -227,9 +264,10 @@ def synthesize_groups(base: np.ndarray, per_group: np.ndarray, group_idx: list[i
         targets = per_group_1way
     elif stacked:
         targets = per_group_targets(targets, per_group_1way, int(np.prod(group_shape)))
-    elif reuse_equal_sizes and len(cells):
+    elif how.reuse_equal_sizes and len(cells):
         tasks = [(int(c), int(per_group[c]), r) for c, r in zip(cells, rngs)]
-        return _reuse_equal_sizes(tasks, base, group_idx, targets, sizes, group_shape, boxes, fit)
+        return _reuse_equal_sizes(tasks, GroupState(base, [], targets, False, sizes, group_shape, boxes, fit),
+                                  group_idx)
     # a raked group draws from the whole base, an own-raked or own-rewritten one from its own records; the others
     # share it out
     if fit == RAKE:
@@ -237,7 +275,7 @@ def synthesize_groups(base: np.ndarray, per_group: np.ndarray, group_idx: list[i
     elif fit not in (OWN_RAKE, OWN_REWRITE):
         pieces = partition_rows(len(base), per_group[cells], rng)
     tasks = [(int(c), rows, r) for c, rows, r in zip(cells, pieces, rngs)]
-    state = (base, group_idx, targets, stacked, sizes, group_shape, boxes, fit)
+    state = GroupState(base, group_idx, targets, stacked, sizes, group_shape, boxes, fit)
     with progress(len(tasks), "groups", "group", log, minimum=2) as bar:
         parts = run(_one_group, state, tasks, bar.update)
     if not parts:
@@ -245,11 +283,12 @@ def synthesize_groups(base: np.ndarray, per_group: np.ndarray, group_idx: list[i
     return np.concatenate(parts)
 
 
-def _reuse_equal_sizes(tasks, base, group_idx, targets, sizes, group_shape, boxes, fit) -> np.ndarray:
+def _reuse_equal_sizes(tasks, state: GroupState, group_idx: list[int]) -> np.ndarray:
     """Groups that share global targets and a (rounded) size share one set of records: each
     distinct size is synthesized once, with the generator of its first group, and copied
-    into every group of that size (the write-up's reuse of work with rounding to K)."""
-    state = (base, [], targets, False, sizes, group_shape, boxes, fit)
+    into every group of that size (the write-up's reuse of work with rounding to K).  ``state``'s
+    own group columns are empty: ``group_idx`` are set on each copy."""
+    base, group_shape = state.base, state.group_shape
     by_size = {}
     for cell, n, rng in tasks:
         if n not in by_size:

@@ -50,20 +50,23 @@ PLANNERS = (AUTO, WRITE_UP)  # the planner with the adaptive regime, or the writ
 
 
 @dataclass(frozen=True)
-class Thresholds:
+class WriteUpThresholds:
+    """The Sprint-2 write-up's epsilon thresholds for ``theta`` (the module doc's eps0 to eps3)."""
+
     eps0: float
     eps1: float
     eps2: float
     eps3: float
 
     @classmethod
-    def for_theta(cls, theta: int) -> "Thresholds":
+    def for_theta(cls, theta: int) -> "WriteUpThresholds":
         return cls(theta / 1400, theta / 50, theta / 35, theta / 25)
 
 
 @dataclass(frozen=True)
-class Plan:
-    """Regime and the fraction of the run's rho for each step (fractions sum to 1)."""
+class RegimePlan:
+    """The method's regime and the fraction of the run's rho for each step (fractions sum to 1); the run's
+    budget plan is lib/privacy/plan.py's ``Plan``."""
 
     regime: str
     total_share: float
@@ -102,7 +105,7 @@ def needs_total(epsilon: float, theta: int, has_groups: bool, forced: str | None
         return True
     if forced is not None:
         return forced not in (PUBLIC, ADAPTIVE)
-    return epsilon >= Thresholds.for_theta(theta).eps2
+    return epsilon >= WriteUpThresholds.for_theta(theta).eps2
 
 
 def total_share(epsilon: float, theta: int, has_groups: bool, rho: float | None = None) -> float:
@@ -111,7 +114,7 @@ def total_share(epsilon: float, theta: int, has_groups: bool, rho: float | None 
     records, at least the share that brings its noise sd to planner_total_rows rows, at most
     planner_total_cap (at eps 0.1 the write-up's share left the count a few hundred rows off).  Public: from
     epsilon, theta and rho alone."""
-    share = min(Thresholds.for_theta(theta).eps0, epsilon / 2) / epsilon
+    share = min(WriteUpThresholds.for_theta(theta).eps0, epsilon / 2) / epsilon
     if has_groups or rho is None:
         return share
     wanted = theta ** 2 / (2 * rho * T.planner_total_rows ** 2)  # sigma = theta / sqrt(2 * share * rho)
@@ -128,13 +131,26 @@ def pair_noise(rho: float, theta: int, noisy_total: float, pair_cells: tuple[int
     return math.sqrt(2 / math.pi) * sigma * sum(pair_cells) / len(pair_cells) / max(noisy_total, 1.0)
 
 
-def make_plan(epsilon: float, theta: int, noisy_total: float | None, has_groups: bool, has_public: bool,
-              forced: str | None = None, columns: int = 2, rho: float | None = None,
-              pair_cells: tuple[int, ...] = (), group_cells: tuple[int, ...] = (), n_groups: int = 1) -> Plan:
+@dataclass(frozen=True)
+class TableShape:
+    """The public facts of a run's table that the planner reads: whether it has group columns and a public
+    file, how many non-group columns it has, the cells of every pair of them (``pair_cells``), of every group
+    × column marginal (``group_cells``), and how many groups there are."""
+
+    has_groups: bool
+    has_public: bool
+    columns: int = 2
+    pair_cells: tuple[int, ...] = ()
+    group_cells: tuple[int, ...] = ()
+    n_groups: int = 1
+
+
+def make_plan(epsilon: float, theta: int, noisy_total: float | None, shape: TableShape, forced: str | None = None,
+              rho: float | None = None) -> RegimePlan:
     """The regime choice and shares for one run; ``forced`` overrides the regime.
 
     ``noisy_total`` is given exactly when ``needs_total`` says so (bought with ``total_share``).
-    ``columns``: how many non-group columns there are; with none, the marginal share goes
+    ``shape.columns``: how many non-group columns there are; with none, the marginal share goes
     to the group counts.  Where the write-up picks one-way or two-way and ``rho`` and
     ``pair_cells`` (the cells of every pair of non-group columns) are given, measuring every
     pair decides: two-way when its noise (``pair_noise``) is below planner_two_way_noise (without public
@@ -152,7 +168,9 @@ def make_plan(epsilon: float, theta: int, noisy_total: float | None, has_groups:
     after that cut stays within planner_group_count_noise of the mean size of the ``n_groups`` groups; then, with two or
     more columns, planner_pair_share of what they keep goes to ``pair_share`` (method/dependent_pairs.py).
     """
-    t = Thresholds.for_theta(theta)
+    has_groups, has_public, columns = shape.has_groups, shape.has_public, shape.columns
+    pair_cells, group_cells, n_groups = shape.pair_cells, shape.group_cells, shape.n_groups
+    t = WriteUpThresholds.for_theta(theta)
     total_eps, tau1, tau2, one_way_rounds = 0.0, 0.0, 0.0, 1
     few_rounds = rich = poor = many_rounds = False
     if noisy_total is not None:
@@ -210,5 +228,5 @@ def make_plan(epsilon: float, theta: int, noisy_total: float | None, has_groups:
             if columns > 1:
                 pair_eps = T.planner_pair_share * group_eps
                 group_eps -= pair_eps
-    return Plan(regime, total_eps / epsilon, group_eps / epsilon, marginal_eps / epsilon, few_rounds, rich,
+    return RegimePlan(regime, total_eps / epsilon, group_eps / epsilon, marginal_eps / epsilon, few_rounds, rich,
                 one_way_rounds, group_column_eps / epsilon, many_rounds, pair_eps / epsilon)

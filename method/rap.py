@@ -311,7 +311,7 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
     with progress(options.rounds, "rap rounds", "round", log) as bar:
         for t in range(options.rounds):
             with ctx.timed("measuring"):
-                picked = _round(private, layout, table, total, rho_round, options, ctx.rng, t, set(by_group))
+                picked = _round(private, _Rounds(layout, table, total, options, set(by_group)), rho_round, ctx.rng, t)
             chosen_kinds.update(_kind(m.query) for m in picked)
             fits += [_fit(layout, m, total, reference) for m in picked]
             with ctx.timed("projecting"):
@@ -321,7 +321,7 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
             bar.update()
     log.info("rap: measured %s", ", ".join(f"{n} {kind}" for kind, n in sorted(chosen_kinds.items())) or "nothing")
     with ctx.timed("sampling"):
-        return _records(layout, domain, table, members, sizes, ctx.rng, fits + record_fits, ctx.boxes)
+        return _records(layout, table, members, sizes, ctx.rng, fits + record_fits, ctx.boxes)
 
 
 def _project(table: relaxed.RelaxedTable, fits: list[Target], options: RapOptions,
@@ -329,8 +329,8 @@ def _project(table: relaxed.RelaxedTable, fits: list[Target], options: RapOption
     """relaxed.project from inverse temperature ``beta`` (default rap_restart_beta) to MAX_BETA, numeric values'
     steps as from START_BETA."""
     beta = T.rap_restart_beta if beta is None else beta
-    return relaxed.project(table, fits, beta, MAX_BETA, steps=options.steps, lr=T.rap_logit_rate,
-                           value_lr=T.rap_value_rate * START_BETA / beta)
+    return relaxed.project(table, fits, relaxed.Schedule(beta, MAX_BETA, steps=options.steps, lr=T.rap_logit_rate,
+                                                         value_lr=T.rap_value_rate * START_BETA / beta))
 
 
 def _mixed_marginals(private: PrivateTable, layout: _Layout, cuts: list[tuple[float, ...]],
@@ -509,11 +509,23 @@ def _candidates(layout: _Layout, table: relaxed.RelaxedTable, options: RapOption
     return [q for q in out if int(np.prod(q.shape(domain))) <= options.max_cells]
 
 
-def _round(private: PrivateTable, layout: _Layout, table: relaxed.RelaxedTable, total: float, rho: float,
-           options: RapOptions, rng: np.random.Generator, t: int, by_group: set[str]) -> list[Measurement]:
-    """One round: choose ``per_round`` candidates one at a time, each by the exponential mechanism on an equal
+@dataclass(frozen=True)
+class _Rounds:
+    """What a round reads: the layout, the relaxed table (projected between rounds), the noisy total, the
+    options and the columns measured by group."""
+
+    layout: _Layout
+    table: relaxed.RelaxedTable
+    total: float
+    options: RapOptions
+    by_group: set[str]
+
+
+def _round(private: PrivateTable, rounds: _Rounds, rho: float, rng: np.random.Generator, t: int) -> list[Measurement]:
+    """Round ``t``: choose ``per_round`` candidates one at a time, each by the exponential mechanism on an equal
     share of rap_select_share of ``rho``, among those not nested with a chosen one (``_nested``; all unchosen ones
     when none is left), and measure each with an equal share of the rest.  Privacy cost: ``rho``."""
+    layout, table, total, options, by_group = rounds.layout, rounds.table, rounds.total, rounds.options, rounds.by_group
     candidates = _candidates(layout, table, options, rng, by_group)
     if not candidates:
         log.warning("rap round %d: no candidate fits the max_cells option (%d); nothing measured", t + 1, options.max_cells)
@@ -553,7 +565,7 @@ def _kind(query) -> str:
     return "mixed marginals" if query.by else "numeric 1-way interval counts"
 
 
-def _records(layout: _Layout, domain, table: relaxed.RelaxedTable, members: list[np.ndarray], sizes: np.ndarray,
+def _records(layout: _Layout, table: relaxed.RelaxedTable, members: list[np.ndarray], sizes: np.ndarray,
              rng: np.random.Generator, fits: list[Target], boxes=NO_BOXES) -> SynthesisResult:
     """Each group's rows of output drawn from its relaxed rows in turn (each draw afresh); codes for the
     categorical columns (0 for those the release sets later) and raw values for the numeric ones, both
@@ -564,6 +576,7 @@ def _records(layout: _Layout, domain, table: relaxed.RelaxedTable, members: list
     cat_codes, values = relaxed.sample(table, rows, rng)
     cat_codes, values = _fit_records(layout, cat_codes, values, fits, rng)
     cat_codes = _exchange_unmeasured(layout, cat_codes, fits, rng, boxes)
+    domain = layout.domain
     codes = np.zeros((len(rows), len(domain.names)), dtype=np.int32)
     for column, c in zip(layout.categorical, cat_codes):
         codes[:, domain.index(column)] = c
@@ -610,9 +623,9 @@ def _fit_records(layout: _Layout, cat_codes: list[np.ndarray], values: np.ndarra
     gradients vanish: the record fit moves them."""
     sizes = tuple(layout.domain.sizes[layout.domain.index(c)] for c in layout.categorical)
     codes = np.column_stack(cat_codes) if cat_codes else np.zeros((len(values), 0), np.int32)
-    codes, values, before, after = record_fit.fit_records(codes, sizes, values, fits, -T.relaxed_margin,
-                                                          1.0 + T.relaxed_margin, rng, tuple(range(len(layout.groups))),
-                                                          layout.nullable)
+    how = record_fit.RecordFit(-T.relaxed_margin, 1.0 + T.relaxed_margin, tuple(range(len(layout.groups))),
+                               layout.nullable)
+    codes, values, before, after = record_fit.fit_records(codes, sizes, values, fits, rng, how)
     if fits:
         log.info("rap: the records fitted to %d noisy answers (weighted squared error %.4g -> %.4g)",
                  len(fits), before, after)

@@ -47,7 +47,7 @@ import numpy as np
 
 from dpsyn.lib.privacy.accounting import eps_from_rho_delta
 from dpsyn.lib.privacy.private_table import PrivateTable
-from dpsyn.lib.privacy.queries import LogisticGradients, Marginal, Records
+from dpsyn.lib.privacy.queries import LogisticGradients, Marginal, DomainRecords
 from dpsyn.lib.tuning import T
 from dpsyn.method import dpsyn
 from dpsyn.method.base import Method, PublicData, RunContext, SynthesisResult, option
@@ -142,25 +142,25 @@ def _fit(private: PrivateTable, ctx: RunContext, label: int, columns: list[int],
 
 
 def fit_logistic(private: PrivateTable, ctx: RunContext, label: int, columns: list[int], rho: float,
-                 codes: np.ndarray, steps: int | None = None, warm_steps: int | None = None) -> AdditiveModel:
+                 codes: np.ndarray, steps: int | None = None) -> AdditiveModel:
     """A multinomial logistic regression of column ``label`` on the one-hot codes of ``columns``.
     Every step moves by rate / (columns + 1) × (gradient / rows + superquail_l2 × W), divided per feature by its
     share of the synthetic records ``codes`` (floored at superquail_frequency_floor): a damped diagonal Newton
     step for one-hot features, rows being the synthetic records' count.  The rate is the one of superquail_rates
     whose first ``steps`` exact steps from zero reach the lowest loss on the synthetic records; the
-    start is where ``warm_steps`` exact steps at that rate lead (all of this post-processing: free);
+    start is where superquail_warm_steps exact steps at that rate lead (all of this post-processing: free);
     then ``steps`` noisy ones, each measuring the gradient sums at the current weights on the private rows
     (LogisticGradients, rho / steps each).  Privacy cost: ``rho``.  Returned as an additive model
     whose terms are centred on the synthetic codes' average, so that leaving a column out (DPSAGE)
     stands for its mean contribution."""
     steps = T.superquail_logistic_steps if steps is None else steps  # defaults: the tuning table's, read now
-    warm_steps = T.superquail_warm_steps if warm_steps is None else warm_steps
+    warm_steps = T.superquail_warm_steps
     domain = ctx.domain
     names = tuple(domain.names[j] for j in columns)
     sizes = [domain.sizes[j] for j in columns]
     frequencies = {j: np.bincount(codes[:, j], minlength=domain.sizes[j]) / max(len(codes), 1) for j in columns}
     scale = np.concatenate([[1.0]] + [np.maximum(frequencies[j], T.superquail_frequency_floor) for j in columns])
-    synthetic, everyone = Records(codes, {}, domain), np.zeros(len(codes), dtype=np.int64)
+    synthetic, everyone = DomainRecords(codes, {}, domain), np.zeros(len(codes), dtype=np.int64)
     starts = 1 + np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(int)
 
     def model(weights: np.ndarray) -> AdditiveModel:

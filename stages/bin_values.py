@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class BinValues:
+class SubBins:
     """One column's sub-bins: ``edges[b]`` cut bin b into (edges[b][k], edges[b][k+1]], ``weights[b]``
     (non-negative) give each sub-bin's share; a row of zeros draws uniformly on the bin's grid.  ``coder``:
     the column's numeric coder (dataloader/encoding.py ColumnCoder: its bin edges, grid and range)."""
@@ -100,7 +100,7 @@ def _bin_edges(lo: float, hi: float, first: float | None, step: float | None) ->
 
 
 def measure_bin_values(private: PrivateTable, encoder, columns: list[str], rho: float) -> dict:
-    """{column: BinValues} for ``columns`` (``detail_columns``), each measured with an even share of
+    """{column: SubBins} for ``columns`` (``detail_columns``), each measured with an even share of
     ``rho``.  Privacy cost: ``rho``, one CellHistogram per column (sensitivity theta)."""
     out = {}
     for column in columns:
@@ -109,7 +109,7 @@ def measure_bin_values(private: PrivateTable, encoder, columns: list[str], rho: 
         m = private.measure(CellHistogram(column, (column,), tuple(map(tuple, edges))), rho / len(columns),
                             f"{column} inside its bins ({T.bin_values_sub_bins} sub-bins each)")
         prior = _grid_points(edges[:, :-1], edges[:, 1:], coder.step) if coder.step is not None else np.diff(edges)
-        out[column] = BinValues(coder, edges, shrunk_weights(m.noisy.reshape(edges.shape[0], T.bin_values_sub_bins), prior,
+        out[column] = SubBins(coder, edges, shrunk_weights(m.noisy.reshape(edges.shape[0], T.bin_values_sub_bins), prior,
                                                              m.sigma))
     if columns:
         log.info("no public values inside the bins of %s: values follow noisy counts in %d sub-bins a bin "

@@ -95,8 +95,7 @@ class Finishing(Stage):
 
     def after(self, private: PrivateTable, records: Records, env: Env) -> Records:
         s, domain, ctx = env.structure, env.encoder.domain, env.ctx
-        codes = finish(records.codes, domain, ctx.group_columns, s.boxes, s.derivations, s.null_links, s.group_level,
-                       private.released, ctx.rng, fixed=self.fixed)
+        codes = finish(records.codes, domain, ctx.group_columns, s, private.released, ctx.rng, fixed=self.fixed)
         raw = records.raw
         for column in [c for c in raw if c not in self.fixed]:
             coder, j = env.encoder.coder(column), domain.index(column)

@@ -211,7 +211,7 @@ def reweight_cell_problems(spec: ReweightSpec, domain) -> list[str]:
 
 
 @dataclass(frozen=True)
-class Reweighting:
+class Resampling:
     """The rows to keep (indices into the synthetic rows, with repeats) and what the stage did, all as
     mean absolute differences over the answers (in [0, 1] units: shares of rows, scaled moments): the
     noise's expected error, the gap between the synthetic and the noisy answers, how far the
@@ -257,7 +257,7 @@ def _as_means(query, noisy: np.ndarray, sigma: float) -> tuple[np.ndarray, np.nd
 
 
 def reweight_rows(private: PrivateTable, codes: np.ndarray, values: Mapping[str, np.ndarray], ctx: RunContext,
-                  spec: ReweightSpec) -> Reweighting:
+                  spec: ReweightSpec) -> Resampling:
     """Which synthetic rows to keep (see the module doc).  ``codes``: the synthetic rows (domain
     order); ``values``: their raw values of the numeric columns; ``spec`` with its bounds filled
     (``with_bounds``).  Privacy cost: everything that remains of the run's budget (the held
@@ -266,7 +266,7 @@ def reweight_rows(private: PrivateTable, codes: np.ndarray, values: Mapping[str,
     rho = private.remaining
     measured = [private.measure(q, rho / len(queries), f"reweighting: {q.describe()}") for q in queries]
     if not len(codes):
-        return Reweighting(np.zeros(0, dtype=np.int64))
+        return Resampling(np.zeros(0, dtype=np.int64))
     blocks = [(block, *_as_means(m.query, m.noisy, m.sigma)) for m, block in zip(measured, rows)]
     groups = cell_index(codes[:, ctx.domain.indices(ctx.group_columns)], ctx.domain.shape(ctx.group_columns)) \
         if ctx.group_columns else np.zeros(len(codes), dtype=np.int64)
@@ -281,7 +281,7 @@ def reweight_rows(private: PrivateTable, codes: np.ndarray, values: Mapping[str,
 
 
 def fitted_weights(blocks: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]], groups: np.ndarray, floor: float,
-                   rng: np.random.Generator) -> tuple[np.ndarray, Reweighting]:
+                   rng: np.random.Generator) -> tuple[np.ndarray, Resampling]:
     """Weights of the synthetic rows (summing to 1) and what they did, from one block per measure:
     (n × w values each row adds, the noisy answers as shares of the noisy count, their noise sd),
     ``groups`` one label per row (each group keeps its total weight), ``floor`` the least effective
@@ -300,11 +300,11 @@ def fitted_weights(blocks: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]], 
     varying = matrix.std(axis=0) > 0
     uniform = np.full(n, 1.0 / n)
     if not varying.any():
-        return uniform, Reweighting(np.arange(n))
+        return uniform, Resampling(np.arange(n))
     noise_error = float(math.sqrt(2 / math.pi) * noise_sd[varying].mean())
     gap = float(np.abs(noisy - synthetic)[varying].mean())
     if not prior[varying].any():  # the synthetic answers are within noise of every noisy one: nothing to chase
-        return uniform, Reweighting(np.arange(n), noise_error, gap)
+        return uniform, Resampling(np.arange(n), noise_error, gap)
     support = np.unique(matrix, axis=0)
     if len(support) > T.tilting_support_cap:
         support = support[rng.choice(len(support), T.tilting_support_cap, replace=False)]
@@ -319,10 +319,10 @@ def fitted_weights(blocks: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]], 
         weights = weights * (sizes / n / np.maximum(mass, 1e-300))[labels]
     weights, kept_tilt = tempered(weights / weights.sum(), floor)
     to_estimate = float(np.abs(estimates - synthetic)[varying].mean())
-    return weights, Reweighting(np.arange(n), noise_error, gap, to_estimate, 0.0, effective_share(weights), kept_tilt)
+    return weights, Resampling(np.arange(n), noise_error, gap, to_estimate, 0.0, effective_share(weights), kept_tilt)
 
 
-def _log(spec: ReweightSpec, rho: float, r: Reweighting) -> None:
+def _log(spec: ReweightSpec, rho: float, r: Resampling) -> None:
     log.info("reweighting (rho %.4g, %s): the noisy answers' expected error is %.3g and they sit %.3g from the "
              "synthetic answers; the estimates combining both sit %.3g from them, and the rows kept moved the "
              "synthetic answers by %.3g (mean absolute differences in shares of rows and scaled moments); "

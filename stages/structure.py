@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from dpsyn.lib.constraints import Boxes, derive, repair
+from dpsyn.dataloader.structure import Structure
+from dpsyn.lib.constraints import derive, repair
 from dpsyn.lib.domain import Domain
 from dpsyn.lib.marginals import cell_index
 from dpsyn.lib.privacy.private_table import Measurement
@@ -25,10 +26,13 @@ from dpsyn.lib.tuning import T
 
 
 
-def finish(codes: np.ndarray, domain: Domain, group_columns: tuple[str, ...], boxes: Boxes, derivations,
-           null_links, group_level, measurements, rng: np.random.Generator, fixed: tuple[str, ...] = ()) -> np.ndarray:
-    """Codes that meet the structure (see the module doc).  ``group_level``: (column, within) pairs;
-    ``measurements``: the run's released measurements.  Raises ValueError when the rules cannot be met."""
+def finish(codes: np.ndarray, domain: Domain, group_columns: tuple[str, ...], structure: Structure, measurements,
+           rng: np.random.Generator, fixed: tuple[str, ...] = ()) -> np.ndarray:
+    """Codes that meet ``structure`` (see the module doc): its boxes, derivations, null links and group-level
+    columns, those in ``fixed`` left as they are; ``measurements``: the run's released measurements.  Raises
+    ValueError when the rules cannot be met."""
+    boxes, derivations, null_links, group_level = (structure.boxes, structure.derivations, structure.null_links,
+                                                   structure.group_level)
     out = np.array(codes, dtype=np.int32, copy=True)
     for column, within in group_level:
         if column not in fixed:

@@ -28,10 +28,12 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import beta, chisquare
 
-from dpsyn.api import EncodedTable, synthesize_run
+from dpsyn.dataloader.inputs import PublicSide
+from dpsyn.stages.run import RunSetup, synthesize_run
 from dpsyn.dataloader.encoding import Encoder
 from dpsyn.dataloader.schema import Run, parse_schema
-from dpsyn.lib.privacy.private_table import PrivateTable
+from dpsyn.lib.privacy.private_table import PrivateRecords, PrivateTable
+from dpsyn.lib.privacy.unit import PrivacyUnit
 from dpsyn.method import METHODS
 
 
@@ -112,15 +114,15 @@ SCHEMA = parse_schema({"runs": [{"epsilon": 1, "delta": 1e-6, "max_records": 10_
 RARE = 5
 
 
-def neighbours(theta: int, seed: int = 0) -> tuple[EncodedTable, EncodedTable]:
+def neighbours(theta: int, seed: int = 0) -> tuple[PrivateRecords, PrivateRecords]:
     """(D, D'): D' adds one individual whose theta rows all sit in the cell X = rare."""
     rng = np.random.default_rng(seed)
     codes = np.column_stack([rng.integers(0, RARE, BASE_ROWS), rng.integers(0, 3, BASE_ROWS)]).astype(np.int32)
     ids = np.arange(BASE_ROWS).astype(str).astype(object)
     extra = np.column_stack([np.full(theta, RARE), rng.integers(0, 3, theta)]).astype(np.int32)
-    with_ = EncodedTable(np.vstack([codes, extra]), {},
+    with_ = PrivateRecords(np.vstack([codes, extra]), {},
                          np.concatenate([ids, np.full(theta, "target", dtype=object)]))
-    return EncodedTable(codes, {}, ids), with_
+    return PrivateRecords(codes, {}, ids), with_
 
 
 @contextmanager
@@ -128,7 +130,7 @@ def broken_mechanism():
     """Within the block, private tables scale their noise for one row per individual, although
     bounding keeps theta rows (for showing that the audit catches it)."""
     original = PrivateTable.sensitivity
-    PrivateTable.sensitivity = lambda self, query: query.sensitivity(1)
+    PrivateTable.sensitivity = lambda self, query: query.sensitivity(PrivacyUnit(1))
     try:
         yield
     finally:
@@ -140,13 +142,14 @@ def run_audit(method: str, epsilon: float, delta: float, theta: int, trials: int
     encoder = Encoder.fit(SCHEMA)
     run = Run(epsilon, delta, 10_000, theta)
     spec = METHODS[method]
-    options = spec.make_options()
+    setup = RunSetup(spec, spec.make_options())
+    side = PublicSide(SCHEMA, encoder)
     samples = []
     for data in neighbours(theta, seed):
         stats = np.empty(trials)
         for trial in range(trials):
             seeds = np.random.SeedSequence((seed, trial, len(data.codes))).spawn(4)
-            codes = synthesize_run(data, encoder, None, run, spec, options, (), 1, seeds).result.codes
+            codes = synthesize_run(side, data, run, setup, seeds).result.codes
             stats[trial] = np.count_nonzero(codes[:, 0] == RARE)
         samples.append(stats)
     return epsilon_lower_bound(samples[0], samples[1], delta)

@@ -14,9 +14,9 @@ from dpsyn.api import release
 from dpsyn.dataloader.encoding import Encoder
 from dpsyn.dataloader.schema import SchemaError, parse_schema
 from dpsyn.method.adaptive import Model
-from dpsyn.method.planner import ADAPTIVE, ONE_WAY, PUBLIC, TWO_WAY, make_plan, pair_noise
+from dpsyn.method.planner import ADAPTIVE, ONE_WAY, PUBLIC, TWO_WAY, TableShape, make_plan, pair_noise
 from dpsyn.method.split_columns import SplitColumns
-from tests.conftest import run_method
+from helpers import run_method
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = parse_schema({"runs": [{"epsilon": 1, "delta": 1e-9, "max_records": 10_000, "max_records_per_individual": 1}],
@@ -142,43 +142,43 @@ def test_the_planner_measures_every_pair_only_when_that_is_cheap():
     dear = pair_noise(0.001, 1, rows, cells)
     assert cheap < T.planner_two_way_noise < dear
     # eps = 5, theta = 1, 5,000 rows: the write-up picks two-way; the noise of all pairs decides
-    assert make_plan(5.0, 1, rows, True, False, rho=10.0, pair_cells=cells).regime == TWO_WAY
-    assert make_plan(5.0, 1, rows, False, True, rho=10.0, pair_cells=cells).regime == TWO_WAY
-    assert make_plan(5.0, 1, rows, True, False, rho=0.001, pair_cells=cells).regime == ADAPTIVE
+    assert make_plan(5.0, 1, rows, TableShape(True, False, pair_cells=cells), rho=10.0).regime == TWO_WAY
+    assert make_plan(5.0, 1, rows, TableShape(False, True, pair_cells=cells), rho=10.0).regime == TWO_WAY
+    assert make_plan(5.0, 1, rows, TableShape(True, False, pair_cells=cells), rho=0.001).regime == ADAPTIVE
     # with neither groups nor a public file, cheap pairs go to few adaptive rounds, which may measure beyond pairs
-    plan = make_plan(5.0, 1, rows, False, False, rho=10.0, pair_cells=cells)
+    plan = make_plan(5.0, 1, rows, TableShape(False, False, pair_cells=cells), rho=10.0)
     assert (plan.regime, plan.few_rounds) == (ADAPTIVE, True)
-    assert make_plan(5.0, 1, rows, False, False).regime == TWO_WAY  # the write-up alone
-    assert make_plan(1.0, 1, rows, False, False).regime == ONE_WAY
-    assert make_plan(1.0, 1, rows, False, False, rho=0.001, pair_cells=cells).regime == ADAPTIVE
+    assert make_plan(5.0, 1, rows, TableShape(False, False)).regime == TWO_WAY  # the write-up alone
+    assert make_plan(1.0, 1, rows, TableShape(False, False)).regime == ONE_WAY
+    assert make_plan(1.0, 1, rows, TableShape(False, False, pair_cells=cells), rho=0.001).regime == ADAPTIVE
     # where the write-up keeps to public marginals, so does the planner
-    assert make_plan(0.01, 1, rows, True, True, rho=0.001, pair_cells=cells).regime == PUBLIC
-    plan = make_plan(5.0, 1, rows, True, False, rho=0.03, pair_cells=cells)  # pair noise about 1: rich
+    assert make_plan(0.01, 1, rows, TableShape(True, True, pair_cells=cells), rho=0.001).regime == PUBLIC
+    plan = make_plan(5.0, 1, rows, TableShape(True, False, pair_cells=cells), rho=0.03)  # pair noise about 1: rich
     assert (plan.regime, plan.rich) == (ADAPTIVE, True)
-    assert plan.group_share == make_plan(5.0, 1, rows, True, False, TWO_WAY).group_share
+    assert plan.group_share == make_plan(5.0, 1, rows, TableShape(True, False), TWO_WAY).group_share
 
 
 def test_without_public_records_pairs_of_middling_noise_go_to_fewer_adaptive_rounds():
     cells, rows = (400, 400, 400), 5000
     rho = 0.3  # pair noise between the two thresholds
     assert T.planner_two_way_noise_from_draws < pair_noise(rho, 1, rows, cells) < T.planner_two_way_noise
-    with_public = make_plan(5.0, 1, rows, False, True, rho=rho, pair_cells=cells)
-    from_draws = make_plan(5.0, 1, rows, False, False, rho=rho, pair_cells=cells)
+    with_public = make_plan(5.0, 1, rows, TableShape(False, True, pair_cells=cells), rho=rho)
+    from_draws = make_plan(5.0, 1, rows, TableShape(False, False, pair_cells=cells), rho=rho)
     assert (with_public.regime, with_public.few_rounds) == (TWO_WAY, False)
     assert (from_draws.regime, from_draws.few_rounds) == (ADAPTIVE, True)
     assert "few rounds" in from_draws.describe(rho)
     assert from_draws.one_way_rounds == 1  # few rounds: none taken from them for the 1-ways
-    dear = make_plan(5.0, 1, rows, False, False, rho=0.001, pair_cells=cells)
+    dear = make_plan(5.0, 1, rows, TableShape(False, False, pair_cells=cells), rho=0.001)
     assert (dear.regime, dear.few_rounds, dear.rich, dear.one_way_rounds) == (ADAPTIVE, False, False,
                                                                                T.planner_poor_one_way_rounds)
-    assert make_plan(5.0, 1, rows, False, True, rho=0.001, pair_cells=cells).one_way_rounds == 1  # public file
-    grouped = make_plan(5.0, 1, rows, True, False, rho=0.001, pair_cells=cells, group_cells=cells, n_groups=4)
+    assert make_plan(5.0, 1, rows, TableShape(False, True, pair_cells=cells), rho=0.001).one_way_rounds == 1  # public file
+    grouped = make_plan(5.0, 1, rows, TableShape(True, False, pair_cells=cells, group_cells=cells, n_groups=4), rho=0.001)
     assert (grouped.regime, grouped.one_way_rounds) == (ADAPTIVE, T.planner_poor_grouped_one_way_rounds)
-    rich = make_plan(5.0, 1, rows, False, False, rho=0.03, pair_cells=cells)  # pair noise about 1
+    rich = make_plan(5.0, 1, rows, TableShape(False, False, pair_cells=cells), rho=0.03)  # pair noise about 1
     assert T.planner_two_way_noise < pair_noise(0.03, 1, rows, cells) < T.planner_rich_pair_noise
     assert (rich.regime, rich.few_rounds, rich.rich, rich.one_way_rounds) == (ADAPTIVE, False, True, 2)
     assert not from_draws.rich
-    assert not make_plan(5.0, 1, rows, False, False, ADAPTIVE).few_rounds  # forced: the usual rounds
+    assert not make_plan(5.0, 1, rows, TableShape(False, False), ADAPTIVE).few_rounds  # forced: the usual rounds
 
 
 def test_the_model_counts_coarse_readings_of_split_columns_as_it_counts_one():
@@ -215,10 +215,10 @@ def test_many_small_groups_make_the_planner_measure_adaptively():
     cells, rows = (400, 400, 400), 5000
     few, many = (20 * 20,) * 3, (1000 * 20,) * 3  # group cells × a column's 20 cells
     assert pair_noise(10.0, 1, rows, few) < T.planner_two_way_noise < pair_noise(10.0, 1, rows, many)
-    assert make_plan(5.0, 1, rows, True, False, rho=10.0, pair_cells=cells, group_cells=few).regime == TWO_WAY
-    assert make_plan(5.0, 1, rows, True, False, rho=10.0, pair_cells=cells, group_cells=many).regime == ADAPTIVE
+    assert make_plan(5.0, 1, rows, TableShape(True, False, pair_cells=cells, group_cells=few), rho=10.0).regime == TWO_WAY
+    assert make_plan(5.0, 1, rows, TableShape(True, False, pair_cells=cells, group_cells=many), rho=10.0).regime == ADAPTIVE
     # without groups the group cells play no part
-    assert make_plan(5.0, 1, rows, False, True, rho=10.0, pair_cells=cells, group_cells=many).regime == TWO_WAY
+    assert make_plan(5.0, 1, rows, TableShape(False, True, pair_cells=cells, group_cells=many), rho=10.0).regime == TWO_WAY
 
 
 def per_person_table(people: int = 300, seed: int = 0) -> pd.DataFrame:
@@ -274,9 +274,9 @@ def test_a_numeric_distinct_column_on_the_command_line_exits_2_and_writes_nothin
 
 def test_the_adaptive_regime_keeps_the_group_share_of_the_regime_it_replaces():
     cells, rows = (400, 400, 400), 5000
-    one_way = make_plan(1.0, 1, rows, True, False, rho=0.03, pair_cells=cells)
+    one_way = make_plan(1.0, 1, rows, TableShape(True, False, pair_cells=cells), rho=0.03)
     assert (one_way.regime, one_way.rich) == (ADAPTIVE, True)
-    assert one_way.group_share == make_plan(1.0, 1, rows, True, False).group_share  # the write-up's one-way
+    assert one_way.group_share == make_plan(1.0, 1, rows, TableShape(True, False)).group_share  # the write-up's one-way
 
 
 @pytest.mark.parametrize("has_public", [False, True])
@@ -284,14 +284,14 @@ def test_where_pairs_are_noisy_the_group_counts_keep_part_of_their_share(has_pub
     """Adaptive rounds on noisy pairs: the group counts give up (1 - T.planner_poor_group_share) of the write-up's share
     to the rounds; the shares still sum to the whole budget."""
     cells, rows = (400, 400, 400), 5000
-    poor = make_plan(1.0, 1, rows, True, has_public, rho=0.001, pair_cells=cells)
+    poor = make_plan(1.0, 1, rows, TableShape(True, has_public, pair_cells=cells), rho=0.001)
     assert (poor.regime, poor.few_rounds, poor.rich) == (ADAPTIVE, False, False)
-    written = make_plan(1.0, 1, rows, True, has_public)
+    written = make_plan(1.0, 1, rows, TableShape(True, has_public))
     assert poor.group_share == pytest.approx(T.planner_poor_group_share * written.group_share, rel=1e-12)
     assert poor.total_share + poor.group_share + poor.marginal_share == pytest.approx(1.0, rel=1e-12)
     assert poor.many_rounds == (not has_public)  # more, smaller rounds only from independent draws
-    assert make_plan(1.0, 1, rows, False, has_public, rho=0.001, pair_cells=cells).many_rounds == (not has_public)
-    assert not make_plan(1.0, 1, rows, True, has_public, rho=0.03, pair_cells=cells).many_rounds  # rich
+    assert make_plan(1.0, 1, rows, TableShape(False, has_public, pair_cells=cells), rho=0.001).many_rounds == (not has_public)
+    assert not make_plan(1.0, 1, rows, TableShape(True, has_public, pair_cells=cells), rho=0.03).many_rounds  # rich
 
 
 def test_the_model_answers_marginals_by_some_of_the_group_columns():

@@ -101,7 +101,7 @@ def test_the_readme_example_runs_as_written(monkeypatch, capsys):
     """From the repo root, on the demo data: one DataFrame per epsilon.  The test fixes the fresh seed
     (the example, rightly, passes none) so that it cannot fail by chance."""
     monkeypatch.chdir(ROOT)
-    monkeypatch.setattr(api, "_seed_sequence", lambda seed: np.random.SeedSequence(0))
+    monkeypatch.setattr(api, "seed_sequence", lambda seed: np.random.SeedSequence(0))
     namespace = {}
     exec(compile(readme_example(), "README.md", "exec"), namespace)
     runs = namespace["runs"]

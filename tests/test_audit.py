@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from tests.privacy_audit import broken_mechanism, run_audit
-from tests.privacy_audit import clopper_pearson, epsilon_lower_bound
+from privacy_audit import broken_mechanism, run_audit
+from privacy_audit import clopper_pearson, epsilon_lower_bound
 
 EPS, DELTA, THETA, TRIALS = 1.0, 1e-6, 20, 300
 

@@ -11,13 +11,14 @@ import pytest
 from dpsyn.api import release
 from dpsyn.lib.domain import Domain
 from dpsyn.lib.privacy.accounting import Ledger
-from dpsyn.lib.privacy.private_table import PrivateTable
+from dpsyn.lib.privacy.private_table import PrivateRecords, PrivateTable
 from dpsyn.lib.privacy.queries import Marginal, Sensitivity
+from dpsyn.lib.privacy.unit import PrivacyUnit
 from dpsyn.method import METHODS
 from dpsyn.method.base import Method, SynthesisResult
 
 ROOT = Path(__file__).resolve().parent.parent
-OURS = ("api", "budget", "main", "dataloader", "method", "stages", "evaluation", "bench", "tests")
+OURS = ("api", "budget", "main", "settings", "release_log", "dataloader", "method", "stages", "evaluation", "bench", "tests")
 PRIVATE_SIDE = ("dpsyn.lib.privacy.bounding", "dpsyn.lib.privacy.samplers", "dpsyn.lib.privacy.mechanisms")
 
 
@@ -59,7 +60,7 @@ def test_methods_reach_private_data_only_through_the_private_table():
 def small_table() -> PrivateTable:
     domain = Domain(("A", "B"), (2, 3))
     codes = np.array([[0, 1], [1, 2], [1, 0]], dtype=np.int32)
-    return PrivateTable(codes, {}, domain, 1, Ledger(1.0, 1e-9), np.random.default_rng(0))
+    return PrivateTable(PrivateRecords(codes, {}), domain, PrivacyUnit(1), Ledger(1.0, 1e-9), np.random.default_rng(0))
 
 
 def test_a_query_of_raw_values_the_table_does_not_hold_is_refused_before_any_charge():
@@ -67,7 +68,8 @@ def test_a_query_of_raw_values_the_table_does_not_hold_is_refused_before_any_cha
     domain = Domain(("A", "X", "Y"), (2, 3, 3), {"X": (0.0, 3.0), "Y": (0.0, 3.0)})
     codes = np.array([[0, 1, 2], [1, 2, 0]], dtype=np.int32)
     ledger = Ledger(1.0, 1e-9)
-    private = PrivateTable(codes, {"X": np.array([1.5, 2.5])}, domain, 1, ledger, np.random.default_rng(0))
+    private = PrivateTable(PrivateRecords(codes, {"X": np.array([1.5, 2.5])}), domain, PrivacyUnit(1), ledger,
+                           np.random.default_rng(0))
     assert private.raw_columns == ("X",)
     for query in (Moments(("X", "Y")), CellHistogram("Y", (), ((0.0, 1.5, 3.0),))):
         with pytest.raises(ValueError, match="reads the raw values of Y, which this table does not hold"):
@@ -83,7 +85,8 @@ def test_a_method_inside_its_node_cannot_reach_another():
     domain = Domain(("A", "B"), (2, 3))
     budget = Ledger(1.0, 1e-9).budget
     ledger = Ledger(1.0, 1e-9, plan=Plan(1.0, 1e-9, 1, budget, (Node("reweighting", 0.1), Node("method", 0.9))))
-    private = PrivateTable(np.zeros((3, 2), dtype=np.int32), {}, domain, 1, ledger, np.random.default_rng(0))
+    private = PrivateTable(PrivateRecords(np.zeros((3, 2), dtype=np.int32), {}), domain, PrivacyUnit(1), ledger,
+                           np.random.default_rng(0))
     with private.spending("method"):
         assert private.remaining == pytest.approx(0.9 * budget)
         with pytest.raises(BudgetExceeded, match="do not nest"):
@@ -98,7 +101,7 @@ def test_a_method_inside_its_node_cannot_reach_another():
 def test_the_table_shows_no_records():
     private = small_table()
     public = {name for name in dir(private) if not name.startswith("_")}
-    assert public == {"domain", "theta", "distinct", "raw_columns", "budget", "remaining", "released", "sensitivity",
+    assert public == {"domain", "unit", "theta", "raw_columns", "budget", "remaining", "released", "sensitivity",
                       "measure", "select", "holding", "spending"}
     for name in ("codes", "records", "numeric", "ids"):
         with pytest.raises(AttributeError):

@@ -16,7 +16,7 @@ from dpsyn.dataloader.encoding import Encoder
 from dpsyn.dataloader.rules import violations
 from dpsyn.dataloader.schema import SchemaError, parse_schema
 from dpsyn.dataloader.reading import validate
-from dpsyn.dataloader.structure import comparison_rules, detect, rule_boxes
+from dpsyn.dataloader.structure import PublicViews, comparison_rules, detect, rule_boxes
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNS = [{"epsilon": 1.0, "delta": 1e-9, "max_records": 5000, "max_records_per_individual": 1}]
@@ -218,7 +218,7 @@ def test_a_compared_column_is_never_taken_as_group_level():
     public["V"] = "9.5"
     typed = validate(public, schema, "public", public=True)
     enc = Encoder.fit(schema, typed)
-    found = detect(schema, enc, typed, enc.encode(typed), public, ("HOME",), [])
+    found = detect(schema, enc, PublicViews(typed, enc.encode(typed), public), ("HOME",), [])
     assert "W" not in dict(found.group_level)
     unruled = schema_of(rules=[])
-    assert "W" in dict(detect(unruled, enc, typed, enc.encode(typed), public, ("HOME",), []).group_level)
+    assert "W" in dict(detect(unruled, enc, PublicViews(typed, enc.encode(typed), public), ("HOME",), []).group_level)

@@ -10,7 +10,7 @@ from dpsyn.lib.consistency import make_consistent
 from dpsyn.lib.gum import GumOptions, gum
 from dpsyn.lib.marginals import compact_codes, count_marginal
 from dpsyn.lib.measurement import Target
-from tests.conftest import FIXTURES
+from helpers import FIXTURES
 
 
 @pytest.fixture(scope="module")

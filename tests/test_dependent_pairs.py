@@ -5,25 +5,24 @@ import pytest
 
 from dpsyn.lib.tuning import T
 from dpsyn.dataloader.encoding import Encoder
-from dpsyn.method.planner import PUBLIC, make_plan
-from tests.conftest import run_method
-from tests.test_group_columns import SCHEMA  # G (3 groups), X (4 codes), Y (2), Z (3)
+from dpsyn.method.planner import PUBLIC, TableShape, make_plan
+from helpers import run_method
+from test_group_columns import SCHEMA  # G (3 groups), X (4 codes), Y (2), Z (3)
 
 
 def test_the_pairs_take_their_share_of_the_group_counts_wherever_group_columns_are_measured():
     rows = 7600.0  # public regime at eps 0.1, theta 1, with group columns (tests/test_group_columns.py)
-    plan = make_plan(0.1, 1, rows, True, False, columns=3, rho=1e-4, pair_cells=(4,))
-    written = make_plan(0.1, 1, rows, True, False, columns=3)
+    plan = make_plan(0.1, 1, rows, TableShape(True, False, columns=3, pair_cells=(4,)), rho=1e-4)
+    written = make_plan(0.1, 1, rows, TableShape(True, False, columns=3))
     assert plan.regime == PUBLIC and plan.group_column_share > 0
     assert plan.pair_share == pytest.approx(T.planner_pair_share * (1 - T.planner_group_column_share) * written.group_share)
     assert plan.group_share == pytest.approx((1 - T.planner_pair_share) * (1 - T.planner_group_column_share) * written.group_share)
     assert (plan.total_share + plan.group_share + plan.marginal_share + plan.group_column_share + plan.pair_share
             == pytest.approx(1.0))
     assert written.pair_share == 0.0  # the write-up's planner
-    assert make_plan(0.1, 1, rows, True, True, columns=3, rho=1e-4, pair_cells=(4,)).pair_share == 0.0  # public file
-    assert make_plan(0.1, 1, rows, True, False, columns=1, rho=1e-4, pair_cells=()).pair_share == 0.0  # no pair
-    assert make_plan(0.1, 1, rows, True, False, columns=3, rho=1e-4, pair_cells=(4,),
-                     n_groups=1000).pair_share == 0.0  # counts too noisy for group columns: none for pairs either
+    assert make_plan(0.1, 1, rows, TableShape(True, True, columns=3, pair_cells=(4,)), rho=1e-4).pair_share == 0.0  # public file
+    assert make_plan(0.1, 1, rows, TableShape(True, False, columns=1, pair_cells=()), rho=1e-4).pair_share == 0.0  # no pair
+    assert make_plan(0.1, 1, rows, TableShape(True, False, columns=3, pair_cells=(4,), n_groups=1000), rho=1e-4).pair_share == 0.0  # counts too noisy for group columns: none for pairs either
 
 
 def test_the_dependent_pair_is_chosen_measured_and_kept(monkeypatch):

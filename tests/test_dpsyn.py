@@ -9,7 +9,7 @@ import pytest
 from dpsyn import main
 from dpsyn.lib.tuning import T
 from dpsyn.method import dpsyn as dpsyn_method
-from tests.conftest import write_params
+from helpers import write_params
 
 
 def release(tmp_path, schema, private: pd.DataFrame, *args, public: pd.DataFrame | None = None, eps=10.0,

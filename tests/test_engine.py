@@ -12,10 +12,12 @@ import pytest
 from dpsyn.lib.marginals import compact_codes, count_marginal, count_marginals
 from dpsyn.lib.privacy.accounting import Ledger
 from dpsyn.lib.privacy.engine import DaskEngine, LocalEngine
-from dpsyn.lib.privacy.private_table import PrivateTable
+from dpsyn.lib.privacy.private_table import PrivateRecords, PrivateTable
 from dpsyn.lib.privacy.queries import Marginal
+from dpsyn.lib.privacy.unit import PrivacyUnit
 
-from tests.sprint2_generator import generate
+from helpers import worker_environ
+from sprint2_generator import generate
 from test_neighbours import DOMAIN, QUERIES, neighbours
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,8 +55,8 @@ def test_count_marginals_matches_one_marginal_at_a_time(batch_cells, monkeypatch
 
 def _table(data, theta, engine):
     codes, numeric, ids = data
-    return PrivateTable(codes, numeric, DOMAIN, theta, Ledger(1.0, 1e-9), np.random.default_rng(0), ids=ids,
-                        bound_rng=np.random.default_rng(99), distinct=("B",) if theta > 1 else (), engine=engine)
+    return PrivateTable(PrivateRecords(codes, numeric, ids), DOMAIN, PrivacyUnit(theta, ("B",) if theta > 1 else ()),
+                        Ledger(1.0, 1e-9), np.random.default_rng(0), np.random.default_rng(99), engine)
 
 
 @pytest.mark.parametrize("theta", [1, 3])
@@ -77,11 +79,6 @@ def test_an_individual_spread_over_partitions_keeps_at_most_theta(dask_engine):
     assert len(counts) == 50 and counts.max() == theta
 
 
-def _worker_environ() -> tuple:
-    import os
-    return os.environ.get("MALLOC_TRIM_THRESHOLD_"), os.environ.get("NUMBA_NUM_THREADS")
-
-
 def test_the_engines_own_workers_keep_the_c_librarys_memory_trimming():
     """dask's MALLOC_TRIM_THRESHOLD_ for its workers is left out of the ones the engine starts (it made the
     per-group synthesis take 1.5 times the CPU), and only there: dask's configuration is as it was."""
@@ -89,7 +86,7 @@ def test_the_engines_own_workers_keep_the_c_librarys_memory_trimming():
     before = dict(dask.config.get("distributed.nanny.pre-spawn-environ"))
     engine = DaskEngine(jobs=1)
     try:
-        assert list(engine.client.run(_worker_environ).values()) == [(None, "1")]
+        assert list(engine.client.run(worker_environ).values()) == [(None, "1")]
     finally:
         engine.close()
     assert dask.config.get("distributed.nanny.pre-spawn-environ") == before

@@ -95,7 +95,7 @@ def test_the_relaxed_projection_reaches_noise_free_marginals():
                               np.zeros((n, 0)), ())
     queries = [relaxed.RelaxedQuery((0, 1)), relaxed.RelaxedQuery((2,))]
     truth = [marginal(TRUTH, (0, 1)).reshape(-1, 1), marginal(TRUTH, (2,)).reshape(-1, 1)]
-    relaxed.project(table, [Target(q, t) for q, t in zip(queries, truth)], steps=300)
+    relaxed.project(table, [Target(q, t) for q, t in zip(queries, truth)], relaxed.Schedule(steps=300))
     probs = [np.asarray(p, dtype=np.float64) for p in table.probabilities()]
     pair = np.einsum("ni,nj->ij", probs[0], probs[1]) / n  # brute force: the mean over rows of their products
     np.testing.assert_allclose(pair, truth[0].reshape(SIZES[:2]), atol=0.01)

@@ -10,7 +10,7 @@ from dpsyn.dataloader.schema import parse_schema
 from dpsyn.evaluation.binning import SPRINT2_EDGES, encode_for_evaluation, evaluation_coders
 from dpsyn.evaluation.scoring import WARNING, EvaluationOptions, Evaluator
 from dpsyn.evaluation.utility import UtilityTest, _rates
-from tests.conftest import write_params
+from helpers import write_params
 
 SCHEMA_RAW = {"G": {"dtype": "str", "values": ["g1", "g2"]},
               "X": {"dtype": "str", "values": ["a", "b", "c"]},

@@ -5,8 +5,8 @@ import pytest
 from dpsyn.lib.tuning import T
 from dpsyn.dataloader.encoding import Encoder
 from dpsyn.dataloader.schema import parse_schema
-from dpsyn.method.planner import PUBLIC, make_plan
-from tests.conftest import run_method
+from dpsyn.method.planner import PUBLIC, TableShape, make_plan
+from helpers import run_method
 
 SCHEMA = parse_schema({"runs": [{"epsilon": 1, "delta": 1e-9, "max_records": 10_000, "max_records_per_individual": 1}],
                        "schema": {"G": {"dtype": "str", "values": ["a", "b", "c"]},
@@ -17,26 +17,26 @@ SCHEMA = parse_schema({"runs": [{"epsilon": 1, "delta": 1e-9, "max_records": 10_
 
 def test_without_public_records_the_planner_gives_half_the_group_share_to_group_columns():
     rows = 7600.0  # public regime at eps 0.1, theta 1: eps < eps0 + eps1 + 1500/rows
-    auto = make_plan(0.1, 1, rows, True, False, rho=1e-4, pair_cells=(4,))
-    written = make_plan(0.1, 1, rows, True, False)
+    auto = make_plan(0.1, 1, rows, TableShape(True, False, pair_cells=(4,)), rho=1e-4)
+    written = make_plan(0.1, 1, rows, TableShape(True, False))
     assert auto.regime == written.regime == PUBLIC
     assert written.group_column_share == 0.0
     assert auto.group_column_share == pytest.approx(0.5 * written.group_share)
     assert auto.group_share + auto.pair_share == pytest.approx(0.5 * written.group_share)  # tests/test_dependent_pairs
     assert (auto.total_share + auto.group_share + auto.marginal_share + auto.group_column_share + auto.pair_share
             == pytest.approx(1.0))
-    assert make_plan(0.1, 1, rows, True, True, rho=1e-4, pair_cells=(4,)).group_column_share == 0.0  # public file
-    assert make_plan(0.1, 1, rows, False, False, rho=1e-4, pair_cells=(4,)).group_column_share == 0.0  # no groups
+    assert make_plan(0.1, 1, rows, TableShape(True, True, pair_cells=(4,)), rho=1e-4).group_column_share == 0.0  # public file
+    assert make_plan(0.1, 1, rows, TableShape(False, False, pair_cells=(4,)), rho=1e-4).group_column_share == 0.0  # no groups
 
 
 def test_group_columns_take_nothing_from_group_counts_that_would_become_too_noisy():
     """After the cut, the group counts' noise sd must stay within T.planner_group_count_noise of the mean group size."""
     rows, rho = 7600.0, 1e-4
-    sigma_after = 1 / (2 * (1 - T.planner_group_column_share) * make_plan(0.1, 1, rows, True, False).group_share * rho) ** 0.5
+    sigma_after = 1 / (2 * (1 - T.planner_group_column_share) * make_plan(0.1, 1, rows, TableShape(True, False)).group_share * rho) ** 0.5
     few = int(T.planner_group_count_noise * rows / sigma_after)  # groups at which the mean group is just large enough
-    assert make_plan(0.1, 1, rows, True, False, rho=rho, pair_cells=(4,), n_groups=few).group_column_share > 0
-    assert make_plan(0.1, 1, rows, True, False, rho=rho, pair_cells=(4,), n_groups=few + 1).group_column_share == 0
-    assert make_plan(0.01, 1, None, True, False, rho=rho, pair_cells=(4,)).group_column_share == 0  # no total
+    assert make_plan(0.1, 1, rows, TableShape(True, False, pair_cells=(4,), n_groups=few), rho=rho).group_column_share > 0
+    assert make_plan(0.1, 1, rows, TableShape(True, False, pair_cells=(4,), n_groups=few + 1), rho=rho).group_column_share == 0
+    assert make_plan(0.01, 1, None, TableShape(True, False, pair_cells=(4,)), rho=rho).group_column_share == 0  # no total
 
 
 def test_the_column_that_differs_between_groups_is_measured_per_group(monkeypatch):

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from dpsyn.method.groups import (GUM_MOVES, OWN_RAKE, OWN_REWRITE, RAKE, REWRITE, assigned_rows, base_size, draw_rows,
+from dpsyn.method.groups import (GUM_MOVES, OWN_RAKE, OWN_REWRITE, RAKE, REWRITE, GroupFit, GroupTargets, assigned_rows, base_size, draw_rows,
                                  own_pools, partition_rows, synthesize_groups)
 
 
@@ -45,8 +45,8 @@ def test_groups_do_not_depend_on_jobs_and_keep_the_base_marginal_of_columns_they
     per_group = np.array([250, 0, 350])
     one_way = {1: np.array([[100.0, 50, 50, 50], [0, 0, 0, 0], [50, 100, 100, 100]])}
     targets = [((1,), np.array([150.0, 150, 150, 150])), ((2,), np.array([300.0, 300]))]
-    outs = [synthesize_groups(base, per_group, [0], targets, one_way, sizes, np.random.default_rng(5), jobs=jobs,
-                              own_targets_only=True, fit=fit) for jobs in (1, 2)]
+    outs = [synthesize_groups(base, per_group, [0], GroupTargets(targets, one_way), sizes, np.random.default_rng(5),
+                              GroupFit(fit, jobs, own_targets_only=True)) for jobs in (1, 2)]
     assert np.array_equal(outs[0], outs[1])
     out = outs[0]
     assert np.bincount(out[:, 0], minlength=3).tolist() == [250, 0, 350]
@@ -62,8 +62,8 @@ def test_raked_groups_are_whole_base_records_drawn_toward_the_groups_own_margina
     per_group = np.array([1000, 3000])
     one_way = {1: np.array([[400.0, 300, 200, 100], [300, 300, 1200, 1200]])}
     targets = [((1, 2), np.full((4, 4), 250.0))]
-    out = synthesize_groups(base, per_group, [0], targets, one_way, sizes, np.random.default_rng(5),
-                            own_targets_only=True, fit=RAKE)
+    out = synthesize_groups(base, per_group, [0], GroupTargets(targets, one_way), sizes, np.random.default_rng(5),
+                            GroupFit(RAKE, own_targets_only=True))
     assert np.bincount(out[:, 0], minlength=2).tolist() == [1000, 3000]
     held = {tuple(r) for r in base[:, 1:]}
     assert all(tuple(r) in held for r in out[:, 1:])  # no record the base does not hold
@@ -86,8 +86,8 @@ def test_own_raked_groups_draw_only_their_own_base_records_and_fit_their_own_mar
     pools = own_pools(base, per_group, [0], sizes)
     assert [n for _, n in pools] == [1000, 3000, 500]
     assert all((base[p, 0] == g).all() for g, (p, _) in enumerate(pools[:2])) and len(pools[2][0]) == len(base)
-    outs = [synthesize_groups(base, per_group, [0], [], one_way, sizes, np.random.default_rng(5), jobs=jobs,
-                              fit=OWN_RAKE, pieces=pools) for jobs in (1, 2)]
+    outs = [synthesize_groups(base, per_group, [0], GroupTargets([], one_way), sizes, np.random.default_rng(5),
+                              GroupFit(OWN_RAKE, jobs, pieces=pools)) for jobs in (1, 2)]
     assert np.array_equal(outs[0], outs[1])
     out = outs[0]
     assert np.bincount(out[:, 0], minlength=3).tolist() == [1000, 3000, 500]
@@ -114,7 +114,7 @@ def test_assigned_rows_give_each_group_its_size_from_the_records_its_marginals_f
     for rows, g in zip(pieces, (0, 1, 3)):
         shares = np.bincount(base[rows, 1], minlength=4) / per_group[g]
         assert shares == pytest.approx(one_way[1][g] / one_way[1][g].sum(), abs=0.02)
-    outs = [synthesize_groups(base, per_group, [0], [], one_way, (4, 4, 2), np.random.default_rng(5), jobs=jobs,
-                              fit=OWN_REWRITE, pieces=pieces) for jobs in (1, 2)]
+    outs = [synthesize_groups(base, per_group, [0], GroupTargets([], one_way), (4, 4, 2), np.random.default_rng(5),
+                              GroupFit(OWN_REWRITE, jobs, pieces=pieces)) for jobs in (1, 2)]
     assert np.array_equal(outs[0], outs[1])
     assert np.bincount(outs[0][:, 0], minlength=4).tolist() == [1000, 3000, 0, 1900]

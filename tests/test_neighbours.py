@@ -12,9 +12,10 @@ import pytest
 
 from dpsyn.lib.domain import Domain
 from dpsyn.lib.privacy.accounting import Ledger
-from dpsyn.lib.privacy.private_table import PrivateTable
+from dpsyn.lib.privacy.private_table import PrivateRecords, PrivateTable
 from dpsyn.lib.privacy.queries import (QUERY_KINDS, CellHistogram, DependencyScores, Intervals, LinearSums,
                                        LogisticGradients, Marginal, Moments, Thresholds)
+from dpsyn.lib.privacy.unit import PrivacyUnit
 
 DOMAIN = Domain(("A", "B", "G", "X", "Y"), (3, 4, 2, 5, 5), {"X": (0.0, 100.0), "Y": (-5.0, 5.0)})
 QUERIES = [
@@ -68,8 +69,8 @@ def neighbours(theta: int, clustered: bool, seed: int):
 
 def table(data, theta, seed=0) -> PrivateTable:
     codes, numeric, ids = data
-    return PrivateTable(codes, numeric, DOMAIN, theta, Ledger(1.0, 1e-9), np.random.default_rng(seed), ids=ids,
-                        bound_rng=np.random.default_rng(99))
+    return PrivateTable(PrivateRecords(codes, numeric, ids), DOMAIN, PrivacyUnit(theta), Ledger(1.0, 1e-9),
+                        np.random.default_rng(seed), np.random.default_rng(99))
 
 
 def exact(private: PrivateTable, query) -> np.ndarray:
@@ -93,7 +94,7 @@ def test_one_individual_moves_each_answer_by_at_most_its_recorded_sensitivity(th
         small, large = table(d, theta), table(d2, theta)
         for query in QUERIES:
             change = exact(large, query) - exact(small, query)
-            declared = query.sensitivity(theta)
+            declared = query.sensitivity(PrivacyUnit(theta))
             assert np.abs(change).sum() <= declared.l1 + 1e-9, (query, seed)
             assert np.sqrt((change ** 2).sum()) <= declared.l2 + 1e-9, (query, seed)
             assert declared.l2 <= recorded_sensitivity(large, query) + 1e-12, query
@@ -174,8 +175,8 @@ def distinct_neighbours(theta: int, seed: int):
 
 def distinct_table(data, theta) -> PrivateTable:
     codes, numeric, ids = data
-    return PrivateTable(codes, numeric, DOMAIN, theta, Ledger(10.0, 1e-9), np.random.default_rng(0), ids=ids,
-                        bound_rng=np.random.default_rng(99), distinct=("B",))
+    return PrivateTable(PrivateRecords(codes, numeric, ids), DOMAIN, PrivacyUnit(theta, ("B",)), Ledger(10.0, 1e-9),
+                        np.random.default_rng(0), np.random.default_rng(99))
 
 
 @pytest.mark.parametrize("theta", THETAS)
@@ -185,15 +186,15 @@ def test_distinct_columns_lower_the_l2_bound_of_queries_over_them(theta):
         small, large = distinct_table(d, theta), distinct_table(d2, theta)
         for query in BY_B + QUERIES:
             change = exact(large, query) - exact(small, query)
-            declared = query.sensitivity(theta, ("B",))
+            declared = query.sensitivity(PrivacyUnit(theta, ("B",)))
             assert np.abs(change).sum() <= declared.l1 + 1e-9, (query, seed)
             assert np.sqrt((change ** 2).sum()) <= declared.l2 + 1e-9, (query, seed)
             assert declared.l2 <= recorded_sensitivity(large, query) + 1e-12, query
         for query in BY_B:  # the lower bound applies exactly to the queries whose cells include B
-            assert query.sensitivity(theta, ("B",)).l2 < query.sensitivity(theta).l2 or theta == 1
+            assert query.sensitivity(PrivacyUnit(theta, ("B",))).l2 < query.sensitivity(PrivacyUnit(theta)).l2 or theta == 1
     change = exact(large, Marginal(("A", "B"))) - exact(small, Marginal(("A", "B")))
     assert np.sqrt((change ** 2).sum()) == pytest.approx(np.sqrt(min(theta, 4)))  # reached while B has room
-    assert Marginal(("A", "B"), (1, 2)).sensitivity(theta, ("B",)).l2 == theta  # B in 2s: rows may share a cell
+    assert Marginal(("A", "B"), (1, 2)).sensitivity(PrivacyUnit(theta, ("B",))).l2 == theta  # B in 2s: rows may share a cell
 
 
 def test_bounding_keeps_one_row_per_individual_and_distinct_value():

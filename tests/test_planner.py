@@ -6,9 +6,9 @@ from dpsyn.dataloader.encoding import Encoder
 from dpsyn.dataloader.schema import parse_schema
 from dpsyn.lib.privacy.accounting import eps_from_rho_delta
 from dpsyn.lib.privacy.mechanisms import QUANTUM_BITS
-from dpsyn.method.planner import (ADAPTIVE, MARGINAL_CHOICES, ONE_WAY, PUBLIC, REGIMES, SELECT, TWO_WAY, make_plan,
+from dpsyn.method.planner import (ADAPTIVE, MARGINAL_CHOICES, ONE_WAY, PUBLIC, REGIMES, SELECT, TWO_WAY, TableShape, make_plan,
                                   needs_total)
-from tests.conftest import run_method
+from helpers import run_method
 
 
 @pytest.mark.parametrize("eps,theta,n,regime", [
@@ -20,21 +20,21 @@ from tests.conftest import run_method
 ])
 def test_regimes_follow_the_writeup(eps, theta, n, regime):
     total = n if needs_total(eps, theta, True, None) else None
-    plan = make_plan(eps, theta, total, True, True)
+    plan = make_plan(eps, theta, total, TableShape(True, True))
     assert plan.regime == regime
     assert plan.total_share + plan.group_share + plan.marginal_share == pytest.approx(1.0, abs=1e-12)
 
 
 def test_two_way_group_share_is_capped_by_eps3():
-    plan = make_plan(10.0, 1, 54_000, True, True)
+    plan = make_plan(10.0, 1, 54_000, TableShape(True, True))
     assert plan.group_share == pytest.approx((1 / 25) / 10)  # y = min(eps3, eps1 + x/2) = eps3
 
 
 def test_without_public_file_or_groups_every_regime_still_measures_marginals():
     for regime in REGIMES:
         total = 1000.0 if needs_total(0.01, 1, True, regime) else None
-        assert make_plan(0.01, 1, total, True, False, regime).marginal_share > 0
-        plan = make_plan(0.5, 1, 5000.0, False, False, regime)
+        assert make_plan(0.01, 1, total, TableShape(True, False), regime).marginal_share > 0
+        plan = make_plan(0.5, 1, 5000.0, TableShape(False, False), regime)
         assert plan.group_share == 0 and plan.total_share > 0
 
 

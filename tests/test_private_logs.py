@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from dpsyn import main
-from tests.conftest import write_params
+from helpers import write_params
 
 SCHEMA = {"G": {"dtype": "str", "values": ["x", "y", "z"]}, "AGE": {"dtype": "int", "min": 0, "max": 99},
           "INC": {"dtype": "float", "min": 0, "max": 1000}}

@@ -12,8 +12,9 @@ from dpsyn.lib.constraints import Box, Boxes
 from dpsyn.lib.domain import Domain
 from dpsyn.lib.measurement import Target
 from dpsyn.lib.privacy.accounting import Ledger
-from dpsyn.lib.privacy.private_table import PrivateTable
+from dpsyn.lib.privacy.private_table import PrivateRecords, PrivateTable
 from dpsyn.lib.privacy.queries import Intervals
+from dpsyn.lib.privacy.unit import PrivacyUnit
 from dpsyn.main import main
 from dpsyn.method import rap
 
@@ -87,8 +88,8 @@ def test_sigmoid_queries_converge_to_the_hard_thresholds():
     x = rng.random((n, 2))
     codes = rng.integers(0, 3, n)
     domain = Domain(("A", "X", "Y"), (3, 4, 4), {"X": (0.0, 1.0), "Y": (0.0, 1.0)})
-    private = PrivateTable(np.column_stack([codes, np.zeros(n), np.zeros(n)]).astype(np.int32),
-                           {"X": x[:, 0], "Y": x[:, 1]}, domain, 1, Ledger(1.0, 1e-6), rng)
+    private = PrivateTable(PrivateRecords(np.column_stack([codes, np.zeros(n), np.zeros(n)]).astype(np.int32),
+                                          {"X": x[:, 0], "Y": x[:, 1]}), domain, PrivacyUnit(1), Ledger(1.0, 1e-6), rng)
     exact = private._answer(Intervals(("X", "Y"), (0.6, 0.8), (0.3, 0.7, 1.1), ("A",))) / n
     table = relaxed.new_table(np, [np.eye(3)[codes]], x, np.zeros((n, 2)), (False, False), np.float64)
     query = relaxed.RelaxedQuery((0,), (0, 1), (0.6, 0.8), (0.3, 0.7, 1.1))
@@ -122,7 +123,8 @@ def test_relaxed_scales_answer_as_the_private_table_on_written_values():
     for values, query in [(raw, layout.intervals((0,), (1.0,), (0.2, 0.5, 0.7))),
                           (raw, layout.intervals((0, 1), np.array([0.6, -0.8]), (-0.3, 0.0, 0.2))),
                           (dict(raw, W=np.round(raw["W"])), layout.intervals((0,), (1.0,), on_grid))]:
-        private = PrivateTable(np.zeros((n, 2), dtype=np.int32), values, domain, 1, Ledger(1.0, 1e-6), rng)
+        private = PrivateTable(PrivateRecords(np.zeros((n, 2), dtype=np.int32), values), domain, PrivacyUnit(1),
+                               Ledger(1.0, 1e-6), rng)
         exact = private._answer(query)[0] / n
         np.testing.assert_allclose(relaxed.answers(table, [layout.relaxed(query)], 1e7)[0][0], exact, atol=1e-9)
     assert layout.intervals((0,), (1.0,), on_grid[1:2]).cuts[0] * 9999 == pytest.approx(30.5)  # x <= 30
@@ -150,8 +152,8 @@ def test_numeric_bins_as_the_record_fit_reads_them_are_the_private_codes_of_writ
     written = np.round(layout.scales[0].raw(x[:, 0]))
     coder = ColumnCoder(Column("W", NUMERIC, "int", low=0.0, high=9999.0, integral=True), 4, np.asarray(edges))
     codes = np.column_stack([coder.encode(written), np.zeros(n, dtype=np.int32)])
-    private = PrivateTable(codes, {"W": written, "Z": layout.scales[1].raw(x[:, 1])}, domain, 1,
-                           Ledger(1.0, 1e-6), rng)
+    private = PrivateTable(PrivateRecords(codes, {"W": written, "Z": layout.scales[1].raw(x[:, 1])}), domain,
+                           PrivacyUnit(1), Ledger(1.0, 1e-6), rng)
     query = layout.intervals((1,), (1.0,), (0.3, 0.6), ("W",))
     q = layout.relaxed(query)
     assert q.by == () and q.columns == (1,) and q.bins[0][0] == 0 and q.bins[0][2] == 4
@@ -171,7 +173,7 @@ def test_projection_fits_noise_free_answers():
     goal.frozen = table.frozen  # the group column is fixed: the same in both
     fits = [Target(q, a, weight=1.0) for q, a in zip(QUERIES, relaxed.answers(goal, QUERIES, 64.0))]
     before, _ = relaxed.loss_and_grads(table, fits, 64.0)
-    stats = relaxed.project(table, fits, 8.0, 64.0, steps=150, lr=0.05)
+    stats = relaxed.project(table, fits, relaxed.Schedule(8.0, 64.0, steps=150, lr=0.05))
     assert stats["loss"] < 0.05 * before
 
 
@@ -183,7 +185,7 @@ def test_single_and_double_precision_projections_agree():
         table, goal = tiny_table(60, seed=3, dtype=dtype), tiny_table(60, seed=4)
         goal.frozen = {i: p.astype(dtype) for i, p in table.frozen.items()}
         fits = [Target(q, a, weight=1.0) for q, a in zip(QUERIES, relaxed.answers(goal, QUERIES, 64.0))]
-        relaxed.project(table, fits, 8.0, 64.0, steps=50)
+        relaxed.project(table, fits, relaxed.Schedule(8.0, 64.0, steps=50))
         out.append(np.concatenate([a.ravel() for a in relaxed.answers(table, QUERIES, 64.0)]))
     assert np.abs(out[0] - out[1]).max() < 1e-3
 
@@ -196,7 +198,7 @@ def test_gpu_and_cpu_projections_agree():
         table, goal = tiny_table(60, seed=3, dtype=np.float32, xp=xp), tiny_table(60, seed=4)
         goal.frozen = {i: relaxed.to_numpy(p).astype(np.float32) for i, p in table.frozen.items()}
         fits = [Target(q, a, weight=1.0) for q, a in zip(QUERIES, relaxed.answers(goal, QUERIES, 64.0))]
-        relaxed.project(table, fits, 8.0, 64.0, steps=50)
+        relaxed.project(table, fits, relaxed.Schedule(8.0, 64.0, steps=50))
         out.append(np.concatenate([relaxed.to_numpy(a).ravel() for a in relaxed.answers(table, QUERIES, 64.0)]))
     assert np.abs(out[0] - out[1]).max() < 1e-3
 

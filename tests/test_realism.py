@@ -12,12 +12,13 @@ from dpsyn.api import release
 from dpsyn.dataloader.encoding import Encoder
 from dpsyn.dataloader.rules import violations
 from dpsyn.dataloader.schema import SchemaError, parse_schema
-from dpsyn.dataloader.structure import detect, rule_boxes
+from dpsyn.dataloader.structure import PublicViews, detect, rule_boxes
 from dpsyn.lib.constraints import repair
 from dpsyn.lib.gum import gum
 from dpsyn.lib.measurement import Target
 from dpsyn.lib.privacy.accounting import Ledger
-from dpsyn.lib.privacy.private_table import PrivateTable
+from dpsyn.lib.privacy.private_table import PrivateRecords, PrivateTable
+from dpsyn.lib.privacy.unit import PrivacyUnit
 from dpsyn.stages.group_values import measure_group_values
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -142,7 +143,7 @@ def toy(deterministic: bool, n: int = 600, seed: int = 0):
                            "C": pd.Categorical(child, categories=range(4)),
                            "X": pd.Categorical(rng.integers(0, 2, n), categories=[0, 1])})
     enc = Encoder.fit(schema, public)
-    return detect(schema, enc, public, enc.encode(public), public.astype(str), (), [])
+    return detect(schema, enc, PublicViews(public, enc.encode(public), public.astype(str)), (), [])
 
 
 def test_a_function_is_detected_on_a_deterministic_pair_only():
@@ -159,8 +160,8 @@ def test_a_group_level_value_is_measured_exactly_and_charged():
     truth = np.array([16.3, 2731.2, 2731.3, 52864.7])
     domain = Domain(("G", "D"), (4, 3), {"D": (16.3, 52864.7)})
     ledger = Ledger(1.0, 1e-9)
-    private = PrivateTable(np.column_stack([group, np.zeros(4000, int)]).astype(np.int32), {"D": truth[group]},
-                           domain, 1, ledger, np.random.default_rng(1))
+    private = PrivateTable(PrivateRecords(np.column_stack([group, np.zeros(4000, int)]).astype(np.int32),
+                                          {"D": truth[group]}), domain, PrivacyUnit(1), ledger, np.random.default_rng(1))
     values = measure_group_values(private, "D", ("G",), 16.3, 52864.7, 0.1, 0.01)
     assert np.allclose(values, truth)
     assert ledger.spent == pytest.approx(0.01) and len(ledger.charges) == 2

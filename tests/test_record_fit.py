@@ -3,7 +3,7 @@ from its relaxed table."""
 import numpy as np
 
 from dpsyn.lib.measurement import Target
-from dpsyn.lib.record_fit import fit_records
+from dpsyn.lib.record_fit import RecordFit, fit_records
 from dpsyn.lib.relaxed import RelaxedQuery
 
 SIZES = (2, 3)
@@ -48,7 +48,7 @@ def case(n: int = 2000, seed: int = 0):
 
 
 def fit(codes, values, targets, seed=1):
-    return fit_records(codes, SIZES, values, targets, 0.0, 1.0, np.random.default_rng(seed), fixed=(0,))
+    return fit_records(codes, SIZES, values, targets, np.random.default_rng(seed), RecordFit(fixed=(0,)))
 
 
 def loss(codes, values, targets) -> float:
@@ -125,12 +125,12 @@ def test_nullable_values_move_to_and_from_null_toward_a_null_share():
     cuts = (0.5,)
     target = np.array([[0.35, 0.35, 0.3]])
     one_way = Target(RelaxedQuery((), (1,), (1.0,), cuts), target, weight=1.0)
-    new_codes, fitted, before, after = fit_records(codes, SIZES, values, [one_way], 0.0, 1.0,
-                                                   np.random.default_rng(2), fixed=(0,), nullable=(False, True))
+    new_codes, fitted, before, after = fit_records(codes, SIZES, values, [one_way], np.random.default_rng(2),
+                                                   RecordFit(fixed=(0,), nullable=(False, True)))
     assert np.isclose(after, float(((counts(new_codes, fitted, one_way) - target) ** 2).sum()))
     assert abs(np.isnan(fitted[:, 1]).mean() - 0.3) < 0.02 and after < 0.01 * before
     assert not np.isnan(fitted[:, 0]).any()
-    _, kept, _, _ = fit_records(codes, SIZES, values, [one_way], 0.0, 1.0, np.random.default_rng(2), fixed=(0,))
+    _, kept, _, _ = fit_records(codes, SIZES, values, [one_way], np.random.default_rng(2), RecordFit(fixed=(0,)))
     assert np.array_equal(np.isnan(kept), np.isnan(values))
 
 
@@ -142,8 +142,8 @@ def test_a_pair_of_columns_with_a_null_moves_as_the_null_slot_says():
     target = pair.noisy.copy()
     target[0, 1], target[0, 4] = 0.99, 0.01
     fitted_pair = Target(pair.query, target, weight=1.0)
-    new_codes, fitted, _, after = fit_records(codes, SIZES, values, [fitted_pair], 0.0, 1.0,
-                                              np.random.default_rng(3), nullable=(True, True))
+    new_codes, fitted, _, after = fit_records(codes, SIZES, values, [fitted_pair], np.random.default_rng(3),
+                                              RecordFit(nullable=(True, True)))
     assert np.isclose(after, float(((counts(new_codes, fitted, fitted_pair) - target) ** 2).sum()))
     assert np.isnan(fitted).any(axis=1).mean() < 0.02
 

@@ -8,7 +8,7 @@ import pytest
 from dpsyn import main
 from dpsyn.dataloader.encoding import Encoder
 from dpsyn.dataloader.schema import load_schema
-from tests.conftest import run_method, write_params
+from helpers import run_method, write_params
 
 
 def run_main(argv, capsys):
@@ -180,11 +180,11 @@ def test_bad_input_matrix(tmp_path, capsys):
 
 def test_failure_midway_leaves_no_partial_files(sprint2_files, tmp_path, capsys, monkeypatch):
     params, private, public = sprint2_files
-    from dpsyn import api
+    from dpsyn.dataloader import writing
 
     def explode(*args, **kwargs):
         raise OSError("disk full (simulated)")
-    monkeypatch.setattr(api.SubmissionWriter, "write", explode)
+    monkeypatch.setattr(writing.SubmissionWriter, "write", explode)
     out = tmp_path / "out" / "sub.csv"
     code, err = run_main(release_args(params, private, public, out, "--seed", "1"), capsys)
     assert code != 0 and "disk full" in err
@@ -217,14 +217,14 @@ def test_a_signal_midway_leaves_no_files_and_exits_130(sprint2_files, tmp_path, 
     import os
     import signal
 
-    from dpsyn import api
+    from dpsyn.stages import run as run_module
     params, private, public = sprint2_files
-    real_run = api.synthesize_run
+    real_run = run_module.synthesize_run
 
     def signalled(*args, **kwargs):
         os.kill(os.getpid(), getattr(signal, sig))  # SIGTERM's handler and SIGINT both raise KeyboardInterrupt
         return real_run(*args, **kwargs)
-    monkeypatch.setattr(api, "synthesize_run", signalled)
+    monkeypatch.setattr(run_module, "synthesize_run", signalled)
     previous = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
     signal.signal(signal.SIGINT, signal.default_int_handler)  # a runner started in the background may ignore it
     out = tmp_path / "out" / "sub.csv"

@@ -15,7 +15,7 @@ import pytest
 from dpsyn import api
 from dpsyn.api import release
 from dpsyn.stages.pipeline import group_value_share as group_value_shares
-from conftest import write_params
+from helpers import write_params
 from dpsyn.dataloader import writing
 from dpsyn.dataloader.reading import DataError
 from dpsyn.dataloader.writing import StagedFiles, check_writable

@@ -8,9 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from tests.privacy_audit import chi_square_gof, discrete_gaussian_pmf, discrete_laplace_pmf
+from privacy_audit import chi_square_gof, discrete_gaussian_pmf, discrete_laplace_pmf
 from dpsyn.lib.privacy.accounting import Ledger
-from dpsyn.lib.privacy.mechanisms import (EM_SAMPLER, QUANTUM_BITS, NoiseTooLarge, exponential_draws, exponential_mechanism,
+from dpsyn.lib.privacy.mechanisms import (EM_SAMPLER, QUANTUM_BITS, LedgerStep, NoiseTooLarge, exponential_draws, exponential_mechanism,
                                           gaussian_mechanism)
 from dpsyn.lib.privacy.samplers import (SAMPLER_NAME, WordStream, discrete_gaussian, discrete_laplace, draw_words,
                                         gaussian_parameters, ref_gaussian, ref_laplace)
@@ -87,8 +87,8 @@ def test_parameters_round_the_variance_up_and_refuse_unusable_scales():
 def test_measure_adds_integer_noise_to_counts_and_records_the_sampler():
     ledger = Ledger(1.0, 1e-6)
     counts = np.arange(12, dtype=np.int64).reshape(3, 4)
-    noisy, sigma, rho = gaussian_mechanism(lambda: counts, 12, True, 2.0, 0.01, np.random.default_rng(0), ledger,
-                                           "step", "why")
+    noisy, sigma, rho = gaussian_mechanism(lambda: counts, 12, True, 2.0, 0.01, np.random.default_rng(0),
+                                           LedgerStep(ledger, "step", "why"))
     assert noisy.shape == (3, 4) and np.all(noisy == np.rint(noisy)) and not np.all(noisy == counts)
     (c,) = ledger.charges
     assert c.mechanism == "discrete Gaussian" and c.sampler == SAMPLER_NAME and rho == c.rho == 0.01
@@ -99,8 +99,8 @@ def test_measure_adds_integer_noise_to_counts_and_records_the_sampler():
 def test_measure_rounds_real_values_and_pays_for_the_rounding():
     ledger = Ledger(1.0, 1e-6)
     values = np.array([0.3, 1.7, 1e4 + 0.123])
-    noisy, _, _ = gaussian_mechanism(lambda: values, 3, False, 4.0, 0.01, np.random.default_rng(0), ledger,
-                                     "scores", "why")
+    noisy, _, _ = gaussian_mechanism(lambda: values, 3, False, 4.0, 0.01, np.random.default_rng(0),
+                                     LedgerStep(ledger, "scores", "why"))
     (c,) = ledger.charges
     assert 4.0 < c.sensitivity <= 4.0 * (1 + 2.0 ** -QUANTUM_BITS)
     assert "rounded" in c.sensitivity_reason and c.noise_scale >= c.sensitivity / math.sqrt(0.02)
@@ -121,8 +121,8 @@ def test_a_tiny_rho_coarsens_the_grid_and_pays_for_it():
     power-of-two grid and the recorded sensitivity grows by sqrt(m) times its step."""
     ledger = Ledger(1.0, 1e-6)
     counts = np.array([5, 7, 9], dtype=np.int64)
-    noisy, sigma, _ = gaussian_mechanism(lambda: counts, 3, True, 1000.0, 1e-15, np.random.default_rng(0), ledger,
-                                         "tiny", "why")
+    noisy, sigma, _ = gaussian_mechanism(lambda: counts, 3, True, 1000.0, 1e-15, np.random.default_rng(0),
+                                         LedgerStep(ledger, "tiny", "why"))
     (c,) = ledger.charges
     step = float(c.sensitivity_reason.split("multiples of ")[1].split()[0])
     assert step > 1 and math.log2(step).is_integer() and np.allclose(noisy / step, np.rint(noisy / step))
@@ -133,8 +133,8 @@ def test_a_tiny_rho_coarsens_the_grid_and_pays_for_it():
 def test_a_hopeless_rho_is_a_clear_error_and_charges_nothing():
     ledger = Ledger(1.0, 1e-6)
     with pytest.raises(NoiseTooLarge, match="too small a share"):
-        gaussian_mechanism(lambda: np.zeros(10 ** 4), 10 ** 4, True, 1.0, 1e-24, np.random.default_rng(0), ledger,
-                           "hopeless", "why")
+        gaussian_mechanism(lambda: np.zeros(10 ** 4), 10 ** 4, True, 1.0, 1e-24, np.random.default_rng(0),
+                           LedgerStep(ledger, "hopeless", "why"))
     assert ledger.charges == []
 
 
@@ -153,8 +153,8 @@ def test_exponential_draws_follow_the_exponential_mechanism(coefficient_scale, s
 def test_top_k_peels_without_repeats_and_charges_once():
     ledger = Ledger(10.0, 1e-6)
     scores = np.array([10.0, 500.0, 20.0, 400.0, 0.0])
-    chosen, rho = exponential_mechanism(lambda: scores, 5, 1.0, 0.5, np.random.default_rng(0), ledger, "top 2",
-                                        "why", k=2)
+    chosen, rho = exponential_mechanism(lambda: scores, 5, 1.0, 0.5, np.random.default_rng(0),
+                                        LedgerStep(ledger, "top 2", "why"), k=2)
     assert sorted(chosen) == [1, 3] and rho == 0.5  # far ahead at eps = sqrt(2) each round
     (c,) = ledger.charges
     assert c.sampler == EM_SAMPLER and c.sensitivity == 1.0 + 2.0 ** -QUANTUM_BITS and "top 2" in c.mechanism

@@ -4,7 +4,7 @@ import json
 import pytest
 
 from dpsyn.dataloader.schema import CATEGORICAL, NUMERIC, SchemaError, load_schema, parse_schema
-from tests.conftest import SPRINT2_PARAMS
+from helpers import SPRINT2_PARAMS
 
 UNBOUNDED_SPRINT2 = ["HHWT", "PERWT", "INCTOT", "INCWAGE", "INCWELFR", "INCINVST", "INCEARN"]
 

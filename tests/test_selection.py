@@ -11,7 +11,7 @@ from dpsyn.lib.marginals import count_marginal
 from dpsyn.lib.privacy.queries import independence_gap
 from dpsyn.method.planner import ONE_WAY
 from dpsyn.method.selection import allocate, greedy_pairs
-from tests.conftest import run_method
+from helpers import run_method
 
 RUNS = [{"epsilon": 1, "delta": 1e-9, "max_records": 10 ** 5, "max_records_per_individual": 1}]
 

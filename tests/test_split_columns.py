@@ -14,7 +14,7 @@ from dpsyn.lib.marginals import coarse_matrix, count_marginal
 from dpsyn.lib.tuning import T
 from dpsyn.method.adaptive import Model, candidate_keys
 from dpsyn.method.split_columns import SplitColumns
-from tests.conftest import run_method
+from helpers import run_method
 
 SIZES = (85, 3, 40, 99)  # columns 0, 2 and 3 are split (widths 10, 7 and 10); column 1 is not
 

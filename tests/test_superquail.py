@@ -10,7 +10,7 @@ import pytest
 from dpsyn.api import release
 from dpsyn.main import main
 from dpsyn.lib.domain import Domain
-from dpsyn.lib.privacy.queries import LogisticGradients, Records
+from dpsyn.lib.privacy.queries import LogisticGradients, DomainRecords
 from dpsyn.lib.tuning import T
 from dpsyn.method.superquail import AdditiveModel, fit_logistic, merge_rankings, sage_values, tune_thresholds
 from test_rap import data
@@ -154,7 +154,7 @@ def test_logistic_gradient_sums_match_a_row_by_row_computation():
         x[[0, 1 + a, 4 + b]] = 1.0
         p = np.exp(weights @ x) / np.exp(weights @ x).sum()
         expected += np.outer(p - np.eye(3)[y], x)
-    assert np.allclose(query.answer(Records(codes, {}, domain)), expected)
+    assert np.allclose(query.answer(DomainRecords(codes, {}, domain)), expected)
 
 
 def test_warm_start_reads_only_the_synthetic_records_and_fits_them():

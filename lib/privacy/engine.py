@@ -29,13 +29,13 @@ import pyarrow as pa
 from dpsyn.lib.domain import Domain
 from dpsyn.lib.marginals import compact_codes, count_marginals
 from dpsyn.lib.privacy.bounding import keep_rows
-from dpsyn.lib.privacy.queries import DependencyScores, Marginal, Records, independence_gap
+from dpsyn.lib.privacy.queries import DependencyScores, Marginal, DomainRecords, independence_gap
 from dpsyn.lib.tasks import run_tasks
 
 ENGINES = ("local", "dask")
 
 
-def exact_answers(records: Records, queries: Sequence) -> list[np.ndarray]:
+def exact_answers(records: DomainRecords, queries: Sequence) -> list[np.ndarray]:
     """Each query's exact answer on ``records``, the marginals among them counted in one pass."""
     marginals = list(dict.fromkeys(q for q in queries if type(q) is Marginal))
     specs = [(records.domain.indices(q.attrs), q.column_widths(), q.shape(records.domain)) for q in marginals]
@@ -67,11 +67,11 @@ class LocalEngine:
         """Sorted indices of the rows bounding keeps (bounding.keep_rows)."""
         return keep_rows(ids, theta, priority, keys)
 
-    def hold(self, records: Records) -> Records:
+    def hold(self, records: DomainRecords) -> DomainRecords:
         """The handle ``answers`` takes: here the records themselves."""
         return records
 
-    def answers(self, held: Records, queries: Sequence) -> list[np.ndarray]:
+    def answers(self, held: DomainRecords, queries: Sequence) -> list[np.ndarray]:
         return exact_answers(held, queries)
 
     def map(self, fn: Callable, state: Any, tasks: Sequence, done: Callable[[], None] = lambda: None) -> list:
@@ -139,15 +139,15 @@ def _piece_bounding_frame(part: Part, offset: int, state: dict, key_idx: list[in
     return _bounding_frame(part.ids, offset, priority, part.codes[:, key_idx] if key_idx else None)
 
 
-def _as_records(part: Part, dropped: np.ndarray | None, domain: Domain) -> Records:
-    """The Part's rows but ``dropped`` (positions within it; None: none) as Records in the compact
+def _as_records(part: Part, dropped: np.ndarray | None, domain: Domain) -> DomainRecords:
+    """The Part's rows but ``dropped`` (positions within it; None: none) as DomainRecords in the compact
     column-major layout (the Part's own arrays when it keeps all: no copy)."""
     codes, numeric = part.codes, part.numeric
     if dropped is not None:
         keep = np.ones(len(codes), dtype=bool)
         keep[dropped] = False
         codes, numeric = codes[keep], {c: v[keep] for c, v in numeric.items()}
-    return Records(compact_codes(codes, domain.sizes), dict(numeric), domain)
+    return DomainRecords(compact_codes(codes, domain.sizes), dict(numeric), domain)
 
 
 def _part_dropped(frame, theta: int, key_columns: list[str]):
@@ -230,7 +230,7 @@ class DaskEngine:
 
     def hold_loaded(self, loaded: Loaded, domain: Domain, theta: int, bound_rng: np.random.Generator | None,
                     key_idx: list[int]) -> list:
-        """Bounded Records per partition, on the workers (the handle ``answers`` takes): with ids, each
+        """Bounded DomainRecords per partition, on the workers (the handle ``answers`` takes): with ids, each
         row's priority the one ``bound_rng.random(n)`` would give it in file order (so the same rows as
         the local engine), the rows shuffled on the id and cut by ``keep_rows``; only the dropped rows' numbers
         pass through this process."""
@@ -249,10 +249,10 @@ class DaskEngine:
         return [self.client.submit(_as_records, piece, dropped[a:b] - offset if b > a else None, domain, pure=False)
                 for piece, a, b, offset in zip(loaded.pieces, bounds[:-1], bounds[1:], offsets[:-1])]
 
-    def hold(self, records: Records) -> list:
+    def hold(self, records: DomainRecords) -> list:
         """Scatters ``records`` to the workers in contiguous row partitions; their futures are the handle."""
         bounds = np.linspace(0, len(records.codes), self.partitions + 1).astype(np.int64)
-        parts = [Records(records.codes[a:b], {c: v[a:b] for c, v in records.numeric.items()}, records.domain)
+        parts = [DomainRecords(records.codes[a:b], {c: v[a:b] for c, v in records.numeric.items()}, records.domain)
                  for a, b in zip(bounds[:-1], bounds[1:]) if b > a or len(records.codes) == 0]
         return self.client.scatter(parts)
 

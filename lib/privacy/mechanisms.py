@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import math
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Callable
 
@@ -31,6 +32,16 @@ _EM_PRECISION_BITS = 62   # the coefficient is rounded down to a multiple of 2**
 
 class NoiseTooLarge(ValueError):
     """The budget share is so small that the noise exceeds what the exact sampler represents."""
+
+
+@dataclass(frozen=True)
+class LedgerStep:
+    """Where a mechanism records its charge: the run's ``ledger``, the ``step``'s name, and the ``reason`` its
+    sensitivity holds (the ledger keeps all three beside the noise)."""
+
+    ledger: Ledger
+    step: str
+    reason: str
 
 
 def _grid(sensitivity: float, rho: float, cells: int, integer: bool, step: str) -> tuple[float, float, str]:
@@ -61,11 +72,10 @@ def _grid(sensitivity: float, rho: float, cells: int, integer: bool, step: str) 
 
 
 def gaussian_mechanism(answer: Callable[[], np.ndarray], cells: int, integer: bool, sensitivity: float,
-                       rho: float, rng: np.random.Generator, ledger: Ledger, step: str,
-                       sensitivity_reason: str) -> tuple[np.ndarray, float, float]:
+                       rho: float, rng: np.random.Generator, charge: LedgerStep) -> tuple[np.ndarray, float, float]:
     """(noisy answer, sigma, rho charged): ``answer()`` + exact discrete Gaussian noise.
 
-    Privacy cost: the rho charged (``ledger.grant(rho)``: ``rho``, or exactly what remains
+    Privacy cost: the rho charged to ``charge.ledger`` (``grant(rho)``: ``rho``, or exactly what remains
     when ``rho`` exceeds it by float error), zCDP as the continuous Gaussian (Canonne,
     Kamath and Steinke 2020, Thm. 4), if ``sensitivity`` bounds the L2 change of the
     ``cells`` values of ``answer()`` when one individual is added or removed.  Values are
@@ -73,11 +83,12 @@ def gaussian_mechanism(answer: Callable[[], np.ndarray], cells: int, integer: bo
     the sampler rounds its variance up, never down.  The charge is recorded before
     ``answer()`` is called or any noise is drawn.
     """
+    ledger, step = charge.ledger, charge.step
     unit, sensitivity, why = _grid(sensitivity, rho, cells, integer, step)
     rho = ledger.grant(rho, step)
     params = gaussian_parameters(gaussian_sigma(sensitivity, rho) / unit)
     sigma = params.sigma * unit
-    ledger.charge(step, "discrete Gaussian", sensitivity, sigma, rho, sensitivity_reason + why, SAMPLER_NAME)
+    ledger.charge(step, "discrete Gaussian", sensitivity, sigma, rho, charge.reason + why, SAMPLER_NAME)
     values = np.asarray(answer())
     log.debug("measured %s: %d cells, sensitivity %.6g, sigma %.6g, rho %.6g", step, values.size, sensitivity,
               sigma, rho)
@@ -87,8 +98,7 @@ def gaussian_mechanism(answer: Callable[[], np.ndarray], cells: int, integer: bo
 
 
 def exponential_mechanism(scores: Callable[[], np.ndarray], candidates: int, sensitivity: float, rho: float,
-                          rng: np.random.Generator, ledger: Ledger, step: str, sensitivity_reason: str,
-                          k: int = 1) -> tuple[tuple[int, ...], float]:
+                          rng: np.random.Generator, charge: LedgerStep, k: int = 1) -> tuple[tuple[int, ...], float]:
     """(k distinct indices, rho charged), chosen by k rounds of the exponential mechanism.
 
     Each round picks among the candidates not yet chosen with probability
@@ -100,6 +110,7 @@ def exponential_mechanism(scores: Callable[[], np.ndarray], candidates: int, sen
     is exact: a uniform proposal i is accepted with Bernoulli(exp(-c·(best - score_i)))
     in integer arithmetic.  The charge is recorded before ``scores()`` is called.
     """
+    ledger, step = charge.ledger, charge.step
     if not 1 <= k <= candidates:
         raise ValueError(f"{step}: need 1 <= k <= {candidates} candidates, got k={k}")
     unit = 2.0 ** math.floor(math.log2(sensitivity) - QUANTUM_BITS)
@@ -108,7 +119,7 @@ def exponential_mechanism(scores: Callable[[], np.ndarray], candidates: int, sen
     epsilon = math.sqrt(8 * rho / k)
     ledger.charge(step, f"exponential mechanism (top {k} by peeling, eps {epsilon:.4g} each)", sensitivity,
                   2 * sensitivity / epsilon, rho,
-                  sensitivity_reason + f"; scores rounded to multiples of {unit:g}, adding {unit:g}", EM_SAMPLER)
+                  charge.reason + f"; scores rounded to multiples of {unit:g}, adding {unit:g}", EM_SAMPLER)
     grid = np.rint(np.asarray(scores(), dtype=np.float64) / unit).astype(np.int64)
     # accept with exp(-c·(best - score)), c = unit·sqrt(8ρ/k)/(2Δ) rounded down to a multiple of 2**-62:
     # floor(sqrt(x)) = isqrt(floor(x)) on the exact rational c²·2**124, so no float rounding can raise ε

@@ -30,8 +30,9 @@ from dpsyn.lib.domain import Domain
 from dpsyn.lib.privacy.accounting import Ledger
 from dpsyn.lib.marginals import compact_codes
 from dpsyn.lib.privacy.engine import LocalEngine
-from dpsyn.lib.privacy.mechanisms import exponential_mechanism, gaussian_mechanism
-from dpsyn.lib.privacy.queries import MAX_ROWS_BITS, QUERY_KINDS, Query, Records, Sensitivity
+from dpsyn.lib.privacy.mechanisms import LedgerStep, exponential_mechanism, gaussian_mechanism
+from dpsyn.lib.privacy.queries import MAX_ROWS_BITS, QUERY_KINDS, Query, DomainRecords, Sensitivity
+from dpsyn.lib.privacy.unit import PrivacyUnit
 
 
 @dataclass(frozen=True)
@@ -102,41 +103,51 @@ def _l1_distance(answer: np.ndarray, reference: np.ndarray, reference_l1: float,
     return math.fsum(np.abs(answer - reference).ravel())
 
 
+@dataclass(frozen=True)
+class PrivateRecords:
+    """A run's private records before bounding: n × d codes in domain order, the raw values (NaN = null) of
+    the numeric columns whose values a query may read, and each row's individual (the ids' exact text, or
+    None), or the same left on the Dask engine's workers (``loaded``, engine.Loaded, instead of the three).
+    Held by the release and by the private table; a method never sees them."""
+
+    codes: np.ndarray | None
+    numeric: Mapping[str, np.ndarray] | None = None
+    ids: object = None  # an Arrow string array or a numpy array of the ids' text
+    loaded: object = None
+
+
 class PrivateTable:
     """The private records of one run behind measuring calls (see the module doc).
 
-    ``codes``: n × d codes in domain order; ``numeric``: raw values (NaN = null) of the
-    numeric columns whose values a query may read (the others are not held: a query reading them is
-    refused before any charge); ``ids`` (optional): each row's individual, used to keep at
-    most ``theta`` random rows per individual (``bound_rng``); without ids each row is
-    taken to belong to an individual with at most ``theta`` rows, as the parameters
-    declare.  ``distinct``: columns in which no two rows of one individual agree (with ids,
-bounding keeps one row per individual per combination of their codes first; without ids the
-parameters' declaration is taken as given, as theta is), which lowers the L2 sensitivity of
-queries whose cells include them.  ``engine`` (engine.py; default LocalEngine) bounds, holds and counts the
-records; ``loaded`` (engine.Loaded), instead of ``codes`` and ``numeric``: rows the engine read onto its
-workers, bounded there when they carry ids.  ``rng`` draws the noise (and the selections' randomness) and should be the
-    table's own: nothing released should be drawn from it; ``ledger`` holds the run's budget.
+    ``records`` (``PrivateRecords``): the codes, the raw values of the numeric columns a query may read (the
+    others are not held: a query reading them is refused before any charge) and, where there are ids, each
+    row's individual, used to keep at most ``unit.theta`` random rows per individual (``bound_rng``); without
+    ids each row is taken to belong to an individual with at most theta rows, as the parameters declare.
+    ``unit.distinct``: columns in which no two rows of one individual agree (with ids, bounding keeps one row
+    per individual per combination of their codes first; without ids the parameters' declaration is taken as
+    given, as theta is), which lowers the L2 sensitivity of queries whose cells include them.  ``engine``
+    (engine.py; default LocalEngine) bounds, holds and counts the records; loaded records are the engine's
+    own, bounded there when they carry ids.  ``rng`` draws the noise (and the selections' randomness) and
+    should be the table's own: nothing released should be drawn from it; ``ledger`` holds the run's budget.
     """
 
-    __slots__ = ("domain", "theta", "distinct", "raw_columns", "_ledger", "_rng", "_released", "__engine", "__held",
+    __slots__ = ("domain", "unit", "raw_columns", "_ledger", "_rng", "_released", "__engine", "__held",
                  "__answers", "__sensitivities", "__shapes")
 
-    def __init__(self, codes: np.ndarray, numeric: Mapping[str, np.ndarray], domain: Domain, theta: int,
-                 ledger: Ledger, rng: np.random.Generator, ids: np.ndarray | None = None,
-                 bound_rng: np.random.Generator | None = None, distinct: tuple[str, ...] = (), engine=None,
-                 loaded=None):
-        if theta < 1:
-            raise ValueError(f"theta must be >= 1, got {theta}")
+    def __init__(self, records: PrivateRecords, domain: Domain, unit: PrivacyUnit, ledger: Ledger,
+                 rng: np.random.Generator, bound_rng: np.random.Generator | None = None, engine=None):
+        distinct, theta = unit.distinct, unit.theta
         unknown = [c for c in distinct if c not in domain.names]
         if unknown:
             raise ValueError(f"distinct columns not in the domain: {', '.join(unknown)}")
         bound_rng = bound_rng if bound_rng is not None else rng
+        loaded, ids = records.loaded, records.ids
         if loaded is not None:  # rows the engine already read onto its workers
             engine, raw_columns = loaded.engine, loaded.raw_columns
             held = engine.hold_loaded(loaded, domain, theta, bound_rng if loaded.has_ids else None,
                                       domain.indices(distinct) if distinct and loaded.has_ids else [])
         else:
+            codes, numeric = records.codes, dict(records.numeric or {})
             if not set(numeric) <= set(domain.ranges):
                 raise ValueError("raw values can be held only of the domain's numeric columns")
             engine = engine if engine is not None else LocalEngine()
@@ -146,12 +157,17 @@ workers, bounded there when they carry ids.  ``rng`` draws the noise (and the se
                 if len(keep) < len(ids):  # else every row is kept, in order: no copy
                     codes = codes[keep]
                     numeric = {name: values[keep] for name, values in numeric.items()}
-            held = engine.hold(Records(compact_codes(codes, domain.sizes), dict(numeric), domain))
+            held = engine.hold(DomainRecords(compact_codes(codes, domain.sizes), numeric, domain))
             raw_columns = tuple(numeric)
-        self.domain, self.theta, self.distinct = domain, int(theta), tuple(distinct)
+        self.domain, self.unit = domain, unit
         self.raw_columns = tuple(c for c in domain.names if c in raw_columns)  # public: whose raw values are held
         self._ledger, self._rng, self._released = ledger, rng, []
         self.__engine, self.__held, self.__answers, self.__sensitivities, self.__shapes = engine, held, {}, {}, {}
+
+    @property
+    def theta(self) -> int:
+        """The most rows one individual keeps (the unit's theta)."""
+        return self.unit.theta
 
     @property
     def budget(self) -> float:
@@ -191,7 +207,7 @@ workers, bounded there when they carry ids.  ``rng`` draws the noise (and the se
         once per query (an adaptive round asks it of every candidate)."""
         if query not in self.__sensitivities:
             self._check(query)
-            self.__sensitivities[query] = query.sensitivity(self.theta, self.distinct)
+            self.__sensitivities[query] = query.sensitivity(self.unit)
         return self.__sensitivities[query]
 
     def _answer(self, query: Query) -> np.ndarray:
@@ -234,8 +250,8 @@ workers, bounded there when they carry ids.  ``rng`` draws the noise (and the se
         label = label or query.describe()
         noisy, sigma, rho = gaussian_mechanism(lambda: self._answer(query),
                                                int(np.prod(query.shape(self.domain))),
-                                               query.integer, sens.l2, rho, self._rng, self._ledger, label,
-                                               sens.reason)
+                                               query.integer, sens.l2, rho, self._rng,
+                                               LedgerStep(self._ledger, label, sens.reason))
         record = Measurement(query, noisy, sigma, rho, label)
         self._released.append(record)
         return record
@@ -281,8 +297,8 @@ workers, bounded there when they carry ids.  ``rng`` draws the noise (and the se
             return np.array([w * (_l1_distance(self.__answers[q], r, r1, b / self.theta, type(q).integer) - p)
                              for q, r, r1, b, w, p in zip(candidates, references, reference_l1, l1, weights,
                                                           penalties)])
-        chosen, rho = exponential_mechanism(scores, len(candidates), sensitivity, rho, self._rng, self._ledger,
-                                            label, reason, k)
+        chosen, rho = exponential_mechanism(scores, len(candidates), sensitivity, rho, self._rng,
+                                            LedgerStep(self._ledger, label, reason), k)
         record = Selection(candidates, chosen, rho, label)
         self._released.append(record)
         return record

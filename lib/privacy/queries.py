@@ -29,14 +29,16 @@ import numpy as np
 
 from dpsyn.lib.domain import Domain, scale_to_unit
 from dpsyn.lib.marginals import cell_index, count_marginal
+from dpsyn.lib.privacy.unit import PrivacyUnit
 
 EXACT_BOX_COLUMNS = 12  # up to this many columns, max over [0,1]^p of ||Wx||_2 is found at the 2^p corners
 
 
 @dataclass(frozen=True)
-class Records:
-    """The bounded private records a query reads: codes (n × d, domain order) and the raw
-    values of numeric columns (NaN = null).  Only the private table holds one."""
+class DomainRecords:
+    """Records over a domain, as a query reads them: codes (n × d, domain order) and the raw values of
+    numeric columns (NaN = null).  The private table's bounded records are one (held out of reach); a
+    method's synthetic records may be another (a query's answer on those is public)."""
 
     codes: np.ndarray
     numeric: Mapping[str, np.ndarray]
@@ -63,20 +65,14 @@ class Sensitivity:
     reason: str
 
 
-def separates(attrs: tuple[str, ...], distinct: tuple[str, ...]) -> bool:
-    """Whether cells over ``attrs`` put rows that differ in ``distinct`` in different cells: true when
-    ``distinct`` (the encoded columns in which no two rows of one individual agree, after bounding) is
-    non-empty and every one of its columns is among ``attrs``."""
-    return bool(distinct) and set(distinct) <= set(attrs)
-
-
-def per_row(what: str, row_l1: float, row_l2: float, row_reason: str, theta: int, cells: tuple[str, ...],
-            distinct: tuple[str, ...]) -> Sensitivity:
+def per_row(what: str, row_l1: float, row_l2: float, row_reason: str, unit: PrivacyUnit,
+            cells: tuple[str, ...]) -> Sensitivity:
     """Sensitivity of an answer that adds up per-row contributions, each at most ``row_l1`` / ``row_l2``
     and confined to the row's own cell of ``cells``: one individual's theta rows change it by theta
-    times that, or, when ``cells`` separate those rows (``separates``), by sqrt(theta) times in L2,
-    their contributions landing in disjoint coordinates."""
-    if separates(cells, distinct):
+    times that, or, when ``cells`` separate those rows (``PrivacyUnit.separates``), by sqrt(theta) times
+    in L2, their contributions landing in disjoint coordinates."""
+    theta, distinct = unit.theta, unit.distinct
+    if unit.separates(cells):
         return Sensitivity(theta * row_l1, math.sqrt(theta) * row_l2,
                            f"{what}: {row_reason}; one individual's rows (theta={theta}) lie in distinct cells "
                            f"(no two alike in {' × '.join(distinct)}), so the L2 change is at most sqrt({theta}) "
@@ -160,17 +156,17 @@ class Marginal:
     def shape(self, domain: Domain) -> tuple[int, ...]:
         return tuple(-(-size // w) for size, w in zip(domain.shape(self.attrs), self.column_widths()))
 
-    def answer(self, records: Records) -> np.ndarray:
+    def answer(self, records: DomainRecords) -> np.ndarray:
         codes = records.codes[:, records.domain.indices(self.attrs)]
         if any(w > 1 for w in self.column_widths()):
             codes = codes // np.asarray(self.column_widths(), dtype=codes.dtype)
         return count_marginal(codes, self.shape(records.domain))
 
-    def sensitivity(self, theta: int, distinct: tuple[str, ...] = ()) -> Sensitivity:
+    def sensitivity(self, unit: PrivacyUnit) -> Sensitivity:
         # a coarsened column no longer tells an individual's rows apart, so only exact columns separate them
         exact = tuple(a for a, w in zip(self.attrs, self.column_widths()) if w == 1)
-        return per_row(self.describe(), 1, 1, "each row is in exactly one cell, changing one count by 1", theta,
-                       exact, distinct)
+        return per_row(self.describe(), 1, 1, "each row is in exactly one cell, changing one count by 1", unit,
+                       exact)
 
     def columns_text(self) -> str:
         """The columns in words, a coarsened one with its width ("age (codes in 10s) × sex")."""
@@ -211,7 +207,7 @@ class Thresholds:
     def shape(self, domain: Domain) -> tuple[int, ...]:
         return domain.shape(self.by) + (len(self.directions), len(self.thresholds))
 
-    def answer(self, records: Records) -> np.ndarray:
+    def answer(self, records: DomainRecords) -> np.ndarray:
         x = records.scaled(self.columns)
         keep = ~np.isnan(x).any(axis=1)
         cells = records.cells(self.by)[keep]
@@ -226,13 +222,12 @@ class Thresholds:
             out[:, i, order] = np.cumsum(counts[:, :k], axis=1)
         return out.reshape(self.shape(records.domain))
 
-    def sensitivity(self, theta: int, distinct: tuple[str, ...] = ()) -> Sensitivity:
+    def sensitivity(self, unit: PrivacyUnit) -> Sensitivity:
         # one row sits in one cell of `by` and satisfies at most r*k of that cell's (direction, threshold) pairs
         hits = len(self.directions) * len(self.thresholds)
         return per_row(self.describe(), hits, math.sqrt(hits),
                        f"one row is in one cell and meets at most {hits} of its {len(self.directions)} directions "
-                       f"× {len(self.thresholds)} thresholds, changing counts by sqrt({hits}) in L2", theta, self.by,
-                       distinct)
+                       f"× {len(self.thresholds)} thresholds, changing counts by sqrt({hits}) in L2", unit, self.by)
 
     def describe(self) -> str:
         by = f" by {' × '.join(self.by)}" if self.by else ""
@@ -266,7 +261,7 @@ class LinearSums:
     def shape(self, domain: Domain) -> tuple[int, ...]:
         return domain.shape(self.by) + (len(self.weights),)
 
-    def answer(self, records: Records) -> np.ndarray:
+    def answer(self, records: DomainRecords) -> np.ndarray:
         x = np.nan_to_num(records.scaled(self.columns), nan=0.0)
         per_row = row_dot(x, self.weights)
         out = exact_cell_sums(records.cells(self.by), per_row, records.domain.size(self.by), self.row_bound())
@@ -287,14 +282,14 @@ class LinearSums:
             l2 = float(np.sqrt((w ** 2).sum(axis=0)).sum())
         return l1, l2
 
-    def sensitivity(self, theta: int, distinct: tuple[str, ...] = ()) -> Sensitivity:
+    def sensitivity(self, unit: PrivacyUnit) -> Sensitivity:
         l1, l2 = self.row_norms()
         r, q = len(self.weights), fixed_point_step(self.row_bound())
         # each of a row's r values is computed in float64 (error <= p·2**-53·||w||_1, far below q/2) and
         # rounded to a multiple of q (at most q/2 more): the row's part is within r·q (L1), sqrt(r)·q (L2) of W·x
         return per_row(self.describe(), l1 + r * q, l2 + math.sqrt(r) * q,
                        f"one row in one cell adds W·x with x in [0,1]^p, at most {l2:.6g} in L2, each value "
-                       f"rounded to a multiple of {q:.3g} (plus sqrt(r)·q)", theta, self.by, distinct)
+                       f"rounded to a multiple of {q:.3g} (plus sqrt(r)·q)", unit, self.by)
 
     def describe(self) -> str:
         by = f" by {' × '.join(self.by)}" if self.by else ""
@@ -322,14 +317,14 @@ class DependencyScores:
     def shape(self, domain: Domain) -> tuple[int, ...]:
         return (len(self.pairs),)
 
-    def answer(self, records: Records) -> np.ndarray:
+    def answer(self, records: DomainRecords) -> np.ndarray:
         return np.array([independence_gap(Marginal(pair).answer(records)) for pair in self.pairs])
 
-    def sensitivity(self, theta: int, distinct: tuple[str, ...] = ()) -> Sensitivity:
+    def sensitivity(self, unit: PrivacyUnit) -> Sensitivity:
         # one row changes the joint counts by 1 in L1 and the product of margins over n by at most 3
         # each gap is the correctly rounded float of the exact one (independence_gap): within 2n·2**-53 of it, at
         # most 2**-19 for tables under 2**MAX_ROWS_BITS rows, so two neighbours' floats differ by 2**-18 more
-        m, rounding = len(self.pairs), 2.0 ** (MAX_ROWS_BITS - 51)
+        m, rounding, theta = len(self.pairs), 2.0 ** (MAX_ROWS_BITS - 51), unit.theta
         return Sensitivity(m * (4 * theta + rounding), math.sqrt(m) * (4 * theta + rounding),
                            f"independence gaps of {m} pairs: one record moves a gap by at most 4 (1 in the joint "
                            f"counts, 3 in the product of margins over n), one individual by 4*theta={4 * theta}, "
@@ -385,7 +380,7 @@ class CellHistogram:
     def shape(self, domain: Domain) -> tuple[int, ...]:
         return (domain.size(self.by), len(self.edges[0]) - 1)
 
-    def answer(self, records: Records) -> np.ndarray:
+    def answer(self, records: DomainRecords) -> np.ndarray:
         edges = np.asarray(self.edges, dtype=np.float64)
         bins = edges.shape[1] - 1
         cells = records.cells(self.by)
@@ -399,9 +394,8 @@ class CellHistogram:
             out[g] = np.bincount(k[(k >= 0) & (k < bins)], minlength=bins)
         return out
 
-    def sensitivity(self, theta: int, distinct: tuple[str, ...] = ()) -> Sensitivity:
-        return per_row(self.describe(), 1, 1, "each row counts in at most one bin of its own cell", theta, self.by,
-                       distinct)
+    def sensitivity(self, unit: PrivacyUnit) -> Sensitivity:
+        return per_row(self.describe(), 1, 1, "each row counts in at most one bin of its own cell", unit, self.by)
 
     def describe(self) -> str:
         return f"histogram of {self.column} per cell of {' × '.join(self.by)} ({len(self.edges[0]) - 1} bins each)"
@@ -441,7 +435,7 @@ class Intervals:
     def shape(self, domain: Domain) -> tuple[int, ...]:
         return (domain.size(self.by), len(self.cuts) + 2)
 
-    def answer(self, records: Records) -> np.ndarray:
+    def answer(self, records: DomainRecords) -> np.ndarray:
         x = records.scaled(self.columns)
         null = np.isnan(x).any(axis=1)
         slot = np.searchsorted(np.asarray(self.cuts, dtype=np.float64),
@@ -451,9 +445,9 @@ class Intervals:
         n_cells = records.domain.size(self.by)
         return np.bincount(records.cells(self.by) * width + slot, minlength=n_cells * width).reshape(n_cells, width)
 
-    def sensitivity(self, theta: int, distinct: tuple[str, ...] = ()) -> Sensitivity:
-        return per_row(self.describe(), 1, 1, "each row is in exactly one slot, changing one count by 1", theta,
-                       self.by, distinct)
+    def sensitivity(self, unit: PrivacyUnit) -> Sensitivity:
+        return per_row(self.describe(), 1, 1, "each row is in exactly one slot, changing one count by 1", unit,
+                       self.by)
 
     def describe(self) -> str:
         by = f" by {' × '.join(self.by)}" if self.by else ""
@@ -501,16 +495,16 @@ class Moments:
         i, j = np.triu_indices(x.shape[1])
         return np.column_stack([np.ones(len(x)), x, x[:, i] * x[:, j]])
 
-    def answer(self, records: Records) -> np.ndarray:
+    def answer(self, records: DomainRecords) -> np.ndarray:
         values = self.row_values(records.scaled(self.columns, self.bounds))
         # every value in [0, 1], and rounding to multiples of 2**-20 keeps it there: the bound holds exactly
         return exact_cell_sums(records.cells(self.by), values, records.domain.size(self.by), 1.0)
 
-    def sensitivity(self, theta: int, distinct: tuple[str, ...] = ()) -> Sensitivity:
+    def sensitivity(self, unit: PrivacyUnit) -> Sensitivity:
         k = self.width()
         return per_row(self.describe(), k, math.sqrt(k), f"one row adds a vector of {k} values in [0, 1] (1, x_i, "
                        f"x_i x_j, each x clipped to its public bounds and scaled by them) to its cell, at most {k} "
-                       f"in L1 and sqrt({k}) in L2", theta, self.by, distinct)
+                       f"in L1 and sqrt({k}) in L2", unit, self.by)
 
     def describe(self) -> str:
         by = f" by {' × '.join(self.by)}" if self.by else ""
@@ -542,7 +536,7 @@ class LogisticGradients:
     def shape(self, domain: Domain) -> tuple[int, ...]:
         return (domain.size((self.label,)), 1 + sum(domain.shape(self.columns)))
 
-    def answer(self, records: Records) -> np.ndarray:
+    def answer(self, records: DomainRecords) -> np.ndarray:
         domain, codes = records.domain, records.codes
         w = np.asarray(self.weights, dtype=np.float64)
         offsets = 1 + np.concatenate([[0], np.cumsum(domain.shape(self.columns))[:-1]]).astype(np.int64)
@@ -558,7 +552,7 @@ class LogisticGradients:
         out[:, 1:] = exact_cell_sums(positions.ravel() - 1, spread, w.shape[1] - 1, 1.0).T
         return out
 
-    def sensitivity(self, theta: int, distinct: tuple[str, ...] = ()) -> Sensitivity:
+    def sensitivity(self, unit: PrivacyUnit) -> Sensitivity:
         ones, labels = len(self.columns) + 1, len(self.weights)
         q = fixed_point_step(1.0)
         # p - e_y in floats (each entry in [-1, 1], off by far less than q/2) rounded to multiples of q: within
@@ -567,7 +561,7 @@ class LogisticGradients:
         return per_row(self.describe(), ones * l1, math.sqrt(ones) * l2,
                        f"one row adds (p - e_y) ⊗ x with ||p - e_y||_2 <= sqrt(2) (L1 <= 2; each entry rounded to "
                        f"a multiple of {q:.3g}: plus sqrt(labels)·q) and x holding {ones} ones, at most "
-                       f"sqrt({ones}) * {l2:.9g} in L2", theta, (), distinct)
+                       f"sqrt({ones}) * {l2:.9g} in L2", unit, ())
 
     def describe(self) -> str:
         return f"logistic-loss gradient sums for {self.label} from {len(self.columns)} columns"
