@@ -121,7 +121,7 @@ def main() -> None:
         SECTION, "",
         f"`python bench/bench_scale.py --rows {' '.join(map(str, args.rows))} --engines {' '.join(args.engines)} "
         f"--jobs {args.jobs} --eps {' '.join(f'{e:g}' for e in args.eps)} --max-local-rows {args.max_local_rows}`: "
-        f"Sprint-2-shaped Parquet tables from the seeded generator (θ = 7, groups PUMA × YEAR, public file of "
+        f"Sprint-2-shaped Parquet tables from the seeded generator (θ = 7, YEAR distinct per individual as in Sprint 2, groups PUMA × YEAR, public file of "
         f"{PUBLIC_ROWS:,} rows), the runs at ε = {eps} in one release; tables of more than "
         f"{args.max_local_rows:,} rows on the Dask engine only. Peak memory is the largest single process's (the "
         "release, or one Dask worker); stage seconds are summed over the runs, reading being the public file's "
