@@ -116,7 +116,7 @@ def release(private: pd.DataFrame | str | Path, params: Mapping | str | Path | S
             log.info("engine: %s, %d partitions of the private rows", engine.name, engine.partitions)
         data = read_private(private, side, id_column, s.on_invalid, s.show_private_counts, engine,
                             pipeline.raw_columns(spec, tuple(side.encoder.domain.ranges)))
-        log_plan(side, setup, id_column)
+        log_plan(side, setup)
         if pipeline.reweighting is not None:
             log_reweighting(pipeline.reweighting)
         for line in (line for p in plans for line in p.lines()):  # fixed above, before the private file was read

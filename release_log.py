@@ -14,9 +14,9 @@ from dpsyn.stages.run import RunRelease, RunSetup
 log = logging.getLogger("dpsyn")
 
 
-def log_plan(side: PublicSide, setup: RunSetup, id_column: str | None) -> None:
+def log_plan(side: PublicSide, setup: RunSetup) -> None:
     """The encoded domain, the groups, how individuals are bounded, the structure's notes and the runs."""
-    schema, group_columns, distinct = side.schema, setup.group_columns, setup.distinct
+    schema, group_columns, distinct, id_column = side.schema, setup.group_columns, setup.distinct, setup.id_column
     log.info("schema: %d columns; encoded domain: %s", len(schema.columns),
              ", ".join(f"{c.column.name} {c.describe()}" for c in side.encoder.coders))
     log.info("groups: %s", " × ".join(group_columns) if group_columns else "none (one group)")

@@ -38,12 +38,11 @@ class PublicSide:
 
 @dataclass(frozen=True)
 class Prepared:
-    """The validated inputs of a release: the public side, the encoded private records, the id column, and
-    seconds spent reading and encoding both."""
+    """The validated inputs of a release: the public side, the encoded private records, and seconds spent
+    reading and encoding both."""
 
     side: PublicSide
     table: PrivateRecords
-    id_column: str | None
     reading: float
 
 
@@ -115,4 +114,4 @@ def read_private(private, side: PublicSide, id_column: str | None, on_invalid: s
         check_rows(sum(len(p.codes) for p in parts), summaries, label)
         part = join(parts)
         table = PrivateRecords(part.codes, part.numeric, part.ids)
-    return Prepared(side, table, id_column, time.perf_counter() - start + side.seconds)
+    return Prepared(side, table, time.perf_counter() - start + side.seconds)

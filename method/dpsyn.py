@@ -262,7 +262,7 @@ def _targets(private: PrivateTable, public_codes, ctx: RunContext, options: Dpsy
     return measured + public
 
 
-def _denoised(ctx: RunContext, measured: list[tuple]) -> list[tuple]:
+def _denoised(ctx: RunContext, measured: list[Target]) -> list[Target]:
     """``measured`` with each noisy 1-way marginal smoothed along its ordered codes or shrunk toward flat where
     Stein's risk estimate says that pays (lib/smoothing.py ``denoise``; at a tiny budget, noise that swamps a
     column's shape).  Post-processing: no privacy cost."""

@@ -142,7 +142,7 @@ def run_audit(method: str, epsilon: float, delta: float, theta: int, trials: int
     encoder = Encoder.fit(SCHEMA)
     run = Run(epsilon, delta, 10_000, theta)
     spec = METHODS[method]
-    setup = RunSetup(spec, spec.make_options())
+    setup = RunSetup(spec, spec.make_options(), id_column="individual")  # the records carry ids
     side = PublicSide(SCHEMA, encoder)
     samples = []
     for data in neighbours(theta, seed):

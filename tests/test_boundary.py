@@ -98,6 +98,24 @@ def test_a_method_inside_its_node_cannot_reach_another():
     assert ledger.node_spent("reweighting") == 0.0
 
 
+def test_the_unit_is_enforced_or_refused_and_cannot_be_changed():
+    """A distinct declaration with theta > 1 needs ids (its sqrt(theta) noise holds only where bounding
+    enforces it); with ids, bounding needs its own generator; the table's unit is read-only."""
+    domain = Domain(("A", "B"), (2, 3))
+    codes = np.array([[0, 1], [1, 2], [1, 0]], dtype=np.int32)
+    with pytest.raises(ValueError, match="need each row's individual"):
+        PrivateTable(PrivateRecords(codes, {}), domain, PrivacyUnit(3, ("B",), "pid"), Ledger(1.0, 1e-9),
+                     np.random.default_rng(0))
+    with pytest.raises(ValueError, match="its own generator"):
+        PrivateTable(PrivateRecords(codes, {}, np.array(["a", "b", "a"], dtype=object)), domain, PrivacyUnit(3),
+                     Ledger(1.0, 1e-9), np.random.default_rng(0))
+    PrivateTable(PrivateRecords(codes, {}), domain, PrivacyUnit(1, ("B",)), Ledger(1.0, 1e-9),
+                 np.random.default_rng(0))  # theta 1: nothing to enforce
+    private = small_table()
+    with pytest.raises(AttributeError):
+        private.unit = PrivacyUnit(1)
+
+
 def test_the_table_shows_no_records():
     private = small_table()
     public = {name for name in dir(private) if not name.startswith("_")}

@@ -16,6 +16,7 @@ import json
 import math
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Iterator
 
 from scipy.optimize import brentq
 
@@ -34,7 +35,7 @@ def delta_from_rho_eps(rho: float, eps: float) -> float:
         return 0.0
     # d/d(alpha) of the log objective is (2*alpha - 1)*rho - eps + ln(1 - 1/alpha), increasing in
     # alpha, -inf at alpha -> 1 and +inf as alpha -> inf: the optimum is its unique root.
-    def slope(alpha):
+    def slope(alpha: float) -> float:
         return (2 * alpha - 1) * rho - eps + math.log1p(-1 / alpha)
     hi = max(2.0, (eps + 1) / (2 * rho) + 2)
     while slope(hi) < 0:
@@ -44,7 +45,7 @@ def delta_from_rho_eps(rho: float, eps: float) -> float:
     return min(1.0, math.exp(_log_delta_at(alpha, rho, eps)))
 
 
-def _bisect(holds, lo: float, hi: float) -> tuple[float, float]:
+def _bisect(holds: Callable[[float], bool], lo: float, hi: float) -> tuple[float, float]:
     """(lo, hi) around the point where ``holds`` (true at lo, false at hi) flips, to float precision."""
     for _ in range(_BISECT_STEPS):
         mid = (lo + hi) / 2
@@ -142,23 +143,29 @@ class Ledger:
     plan: Plan | None = None
     node: str | None = field(default=None, init=False)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self.budget = rho_from_eps_delta(self.epsilon, self.delta)
         if self.plan is not None and not math.isclose(self.plan.rho, self.budget, rel_tol=1e-12):
             raise ValueError(f"the plan's rho {self.plan.rho} is not this ledger's budget {self.budget}")
 
     def node_rho(self, name: str) -> float:
         """The rho of plan node ``name``; the plan's last node takes exactly what the others leave."""
-        names = [n.name for n in self.plan.nodes]
+        plan = self._the_plan()
+        names = [n.name for n in plan.nodes]
         if name == names[-1]:
-            return max(self.budget - math.fsum(self.plan.rho_of(n) for n in names[:-1]), 0.0)
-        return self.plan.rho_of(name)
+            return max(self.budget - math.fsum(plan.rho_of(n) for n in names[:-1]), 0.0)
+        return plan.rho_of(name)
+
+    def _the_plan(self) -> Plan:
+        if self.plan is None:
+            raise ValueError("this ledger has no plan")
+        return self.plan
 
     def node_spent(self, name: str) -> float:
         return math.fsum(c.rho for c in self.charges if c.node == name)
 
     @contextmanager
-    def spending(self, name: str):
+    def spending(self, name: str) -> Iterator[None]:
         """Within the block, charges go to plan node ``name`` and may not pass its rho."""
         if self.plan is None:
             raise ValueError("this ledger has no plan")
@@ -238,7 +245,7 @@ class Ledger:
         budget spends at most ``epsilon``; below it the tight conversion (rounded up) says less."""
         return min(self.epsilon, eps_from_rho_delta(self.spent, self.delta))
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "epsilon": self.epsilon,
             "delta": self.delta,
@@ -250,9 +257,9 @@ class Ledger:
             **({"plan": self._plan_dict()} if self.plan is not None else {}),
         }
 
-    def _plan_dict(self) -> dict:
+    def _plan_dict(self) -> dict[str, Any]:
         """The plan with each top-level node's rho as the ledger grants it and the rho its charges spent."""
-        plan = self.plan.to_dict()
+        plan = self._the_plan().to_dict()
         for node in plan["nodes"]:
             node["rho"] = self.node_rho(node["name"])
             node["spent"] = self.node_spent(node["name"])

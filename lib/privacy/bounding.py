@@ -38,17 +38,18 @@ def keep_rows(ids: np.ndarray, theta: int, priority: np.ndarray, keys: np.ndarra
     return np.sort(rows[_first_of_each(group[rows], priority[rows], theta)])
 
 
-def individual_codes(ids) -> np.ndarray:
+def individual_codes(ids: object) -> np.ndarray:
     """One integer per row, equal for two rows exactly when their ids are equal (the ids' own values: an Arrow
     string array as reading.individual_ids gives, or any array pandas can factorize), never a hash of them, so
     that no two individuals are ever bounded as one (PRIVACY.md, "Neighbouring tables")."""
     if isinstance(ids, pa.ChunkedArray):
         ids = ids.combine_chunks()
     if isinstance(ids, pa.Array):
-        return pc.dictionary_encode(ids).indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        codes: np.ndarray = pc.dictionary_encode(ids).indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        return codes
     if isinstance(ids, pd.Series) and isinstance(ids.dtype, pd.ArrowDtype | pd.StringDtype):
-        return pd.factorize(ids, use_na_sentinel=False)[0]
-    return pd.factorize(pd.Series(np.asarray(ids)), use_na_sentinel=False)[0]
+        return np.asarray(pd.factorize(ids, use_na_sentinel=False)[0])
+    return np.asarray(pd.factorize(pd.Series(np.asarray(ids)), use_na_sentinel=False)[0])
 
 
 def _first_of_each(group: np.ndarray, priority: np.ndarray, limit: int) -> np.ndarray:

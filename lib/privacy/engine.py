@@ -24,18 +24,20 @@ from operator import itemgetter
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 
 from dpsyn.lib.domain import Domain
 from dpsyn.lib.marginals import compact_codes, count_marginals
 from dpsyn.lib.privacy.bounding import keep_rows
-from dpsyn.lib.privacy.queries import DependencyScores, Marginal, DomainRecords, independence_gap
+from dpsyn.lib.privacy.queries import DependencyScores, DomainRecords, Marginal, Query, independence_gap
 from dpsyn.lib.tasks import run_tasks
 
 ENGINES = ("local", "dask")
+Task = Callable[[Any, Any], Any]  # fn(state, task): a method's task on public inputs
 
 
-def exact_answers(records: DomainRecords, queries: Sequence) -> list[np.ndarray]:
+def exact_answers(records: DomainRecords, queries: Sequence[Query]) -> list[np.ndarray]:
     """Each query's exact answer on ``records``, the marginals among them counted in one pass."""
     marginals = list(dict.fromkeys(q for q in queries if type(q) is Marginal))
     specs = [(records.domain.indices(q.attrs), q.column_widths(), q.shape(records.domain)) for q in marginals]
@@ -43,12 +45,12 @@ def exact_answers(records: DomainRecords, queries: Sequence) -> list[np.ndarray]
     return [counted[q] if q in counted else q.answer(records) for q in queries]
 
 
-def _additive(query) -> tuple:
+def _additive(query: Query) -> tuple[Query, ...]:
     """Queries whose answers add up over any split of the rows and give ``query``'s answer (``_combine``)."""
     return tuple(Marginal(tuple(pair)) for pair in query.pairs) if type(query) is DependencyScores else (query,)
 
 
-def _combine(query, parts: list[np.ndarray]) -> np.ndarray:
+def _combine(query: Query, parts: list[np.ndarray]) -> np.ndarray:
     if type(query) is DependencyScores:
         return np.array([independence_gap(joint) for joint in parts])
     return parts[0]
@@ -71,10 +73,10 @@ class LocalEngine:
         """The handle ``answers`` takes: here the records themselves."""
         return records
 
-    def answers(self, held: DomainRecords, queries: Sequence) -> list[np.ndarray]:
+    def answers(self, held: DomainRecords, queries: Sequence[Query]) -> list[np.ndarray]:
         return exact_answers(held, queries)
 
-    def map(self, fn: Callable, state: Any, tasks: Sequence, done: Callable[[], None] = lambda: None) -> list:
+    def map(self, fn: Task, state: Any, tasks: Sequence[Any], done: Callable[[], None] = lambda: None) -> list[Any]:
         """[fn(state, task) for task in tasks] in order, in ``jobs`` forked processes (lib/tasks.py)."""
         return run_tasks(fn, state, tasks, self.jobs, done)
 
@@ -82,7 +84,7 @@ class LocalEngine:
         pass
 
 
-def _run_chunk(fn: Callable, state: Any, chunk: list) -> list:
+def _run_chunk(fn: Task, state: Any, chunk: list[Any]) -> list[Any]:
     return [fn(state, task) for task in chunk]
 
 
@@ -103,7 +105,7 @@ class Loaded:
     whether they carry individual ids, the engine that holds them and the numeric columns whose raw values
     they hold."""
 
-    pieces: list
+    pieces: list[Any]  # futures of Parts
     rows: tuple[int, ...]
     has_ids: bool
     engine: Any
@@ -114,11 +116,11 @@ def _rows(part: Part) -> int:
     return len(part.codes)
 
 
-def _bounding_frame(ids, offset: int, priority: np.ndarray, keys: np.ndarray | None):
+def _bounding_frame(ids: pa.Array | np.ndarray, offset: int, priority: np.ndarray,
+                    keys: np.ndarray | None) -> pd.DataFrame:
     """(id, row, priority, key0...) of rows offset.. of the file: what bounding needs of them.  The id is the
     individual's text itself (Arrow strings): the shuffle routes rows by a hash of it, but bounding groups
     them by the text (``keep_rows``), so two ids that share a hash only share a partition."""
-    import pandas as pd
     text = ids if isinstance(ids, pa.Array) else pa.array([str(v) for v in ids], pa.large_string())
     frame = pd.DataFrame({"id": pd.arrays.ArrowExtensionArray(text),
                           "row": np.arange(offset, offset + len(ids), dtype=np.int64), "priority": priority})
@@ -130,12 +132,14 @@ def _bounding_frame(ids, offset: int, priority: np.ndarray, keys: np.ndarray | N
     return frame
 
 
-def _piece_bounding_frame(part: Part, offset: int, state: dict, key_idx: list[int]):
+def _piece_bounding_frame(part: Part, offset: int, state: dict[str, Any], key_idx: list[int]) -> pd.DataFrame:
     """``_bounding_frame`` of a Part, its priorities the draws offset.. of the generator at ``state``."""
     generator = np.random.PCG64()
-    generator.state = state
+    generator.state = state  # type: ignore[assignment]  # numpy types it as its own TypedDict
     generator.advance(offset)  # one 64-bit step per float64 draw
     priority = np.random.Generator(generator).random(len(part.codes))
+    if part.ids is None:
+        raise ValueError("bounding needs each row's individual")
     return _bounding_frame(part.ids, offset, priority, part.codes[:, key_idx] if key_idx else None)
 
 
@@ -150,7 +154,7 @@ def _as_records(part: Part, dropped: np.ndarray | None, domain: Domain) -> Domai
     return DomainRecords(compact_codes(codes, domain.sizes), dict(numeric), domain)
 
 
-def _part_dropped(frame, theta: int, key_columns: list[str]):
+def _part_dropped(frame: pd.DataFrame, theta: int, key_columns: list[str]) -> pd.Series:
     """The rows bounding drops among one shuffled partition's rows (all of each id's rows are in it)."""
     keys = frame[key_columns].to_numpy() if key_columns else None
     drop = np.ones(len(frame), dtype=bool)
@@ -207,21 +211,22 @@ class DaskEngine:
         dropped = self._dropped(dd.from_pandas(frame, npartitions=self.partitions, sort=False), theta)
         return np.setdiff1d(np.arange(len(ids)), dropped, assume_unique=True)
 
-    def _dropped(self, table, theta: int) -> np.ndarray:
+    def _dropped(self, table: Any, theta: int) -> np.ndarray:
         """Sorted rows that bounding drops, of a dask frame of (id, row, priority, key...) shuffled on the id.
         Only these come back (few where few individuals pass theta), not the rows kept."""
         key_columns = [c for c in table.columns if c.startswith("key")]
         dropped = table.shuffle("id", method="tasks").map_partitions(_part_dropped, theta, key_columns,
                                                                      meta=("row", "int64"))
-        return np.sort(self.client.compute(dropped).result().to_numpy())
+        rows: np.ndarray = np.sort(self.client.compute(dropped).result().to_numpy())
+        return rows
 
-    def load(self, parts: Sequence, encode: Callable, has_ids: bool,
-             raw_columns: tuple[str, ...]) -> tuple[Loaded, list]:
+    def load(self, parts: Sequence[Any], encode: Callable[[Any], tuple[Part, Any]], has_ids: bool,
+             raw_columns: tuple[str, ...]) -> tuple[Loaded, list[Any]]:
         """Reads and encodes the private file on the workers: ``encode(part)`` of each dask-delayed text
         partition gives (Part, summary; the Part holding the values of ``raw_columns``); the Parts stay on the workers
         and only the summaries (what was outside the schema, how many rows) come back, in partition order."""
-        import dask
-        results = self.client.compute([dask.delayed(encode)(part) for part in parts])
+        from dask.delayed import delayed
+        results = self.client.compute([delayed(encode)(part) for part in parts])
         pieces = [self.client.submit(itemgetter(0), r, pure=False) for r in results]
         summaries = self.client.gather([self.client.submit(itemgetter(1), r, pure=False) for r in results])
         rows = self.client.gather([self.client.submit(_rows, piece, pure=False) for piece in pieces])
@@ -229,18 +234,18 @@ class DaskEngine:
         return Loaded(pieces, tuple(rows), has_ids, self, tuple(raw_columns)), summaries
 
     def hold_loaded(self, loaded: Loaded, domain: Domain, theta: int, bound_rng: np.random.Generator | None,
-                    key_idx: list[int]) -> list:
+                    key_idx: list[int]) -> list[Any]:
         """Bounded DomainRecords per partition, on the workers (the handle ``answers`` takes): with ids, each
         row's priority the one ``bound_rng.random(n)`` would give it in file order (so the same rows as
         the local engine), the rows shuffled on the id and cut by ``keep_rows``; only the dropped rows' numbers
         pass through this process."""
-        import dask
         import dask.dataframe as dd
+        from dask.delayed import delayed
         if bound_rng is None:
             return [self.client.submit(_as_records, piece, None, domain, pure=False) for piece in loaded.pieces]
         offsets = np.r_[0, np.cumsum(loaded.rows)].astype(np.int64)
         state = bound_rng.bit_generator.state
-        frames = [dask.delayed(_piece_bounding_frame)(piece, int(offset), state, key_idx)
+        frames = [delayed(_piece_bounding_frame)(piece, int(offset), state, key_idx)
                   for piece, offset in zip(loaded.pieces, offsets[:-1])]
         meta = _bounding_frame(pa.array([], pa.large_string()), 0, np.zeros(0),
                                np.zeros((0, len(key_idx)), np.int64) if key_idx else None)
@@ -249,14 +254,15 @@ class DaskEngine:
         return [self.client.submit(_as_records, piece, dropped[a:b] - offset if b > a else None, domain, pure=False)
                 for piece, a, b, offset in zip(loaded.pieces, bounds[:-1], bounds[1:], offsets[:-1])]
 
-    def hold(self, records: DomainRecords) -> list:
+    def hold(self, records: DomainRecords) -> list[Any]:
         """Scatters ``records`` to the workers in contiguous row partitions; their futures are the handle."""
         bounds = np.linspace(0, len(records.codes), self.partitions + 1).astype(np.int64)
         parts = [DomainRecords(records.codes[a:b], {c: v[a:b] for c, v in records.numeric.items()}, records.domain)
                  for a, b in zip(bounds[:-1], bounds[1:]) if b > a or len(records.codes) == 0]
-        return self.client.scatter(parts)
+        futures: list[Any] = self.client.scatter(parts)
+        return futures
 
-    def answers(self, held: list, queries: Sequence) -> list[np.ndarray]:
+    def answers(self, held: list[Any], queries: Sequence[Query]) -> list[np.ndarray]:
         """Per query, the sum over partitions of its additive parts' answers, added in partition order."""
         flat = [part for q in queries for part in _additive(q)]
         partial = self.client.gather([self.client.submit(exact_answers, p, flat, pure=False) for p in held])
@@ -268,7 +274,7 @@ class DaskEngine:
             i += k
         return out
 
-    def map(self, fn: Callable, state: Any, tasks: Sequence, done: Callable[[], None] = lambda: None) -> list:
+    def map(self, fn: Task, state: Any, tasks: Sequence[Any], done: Callable[[], None] = lambda: None) -> list[Any]:
         """[fn(state, task) for task in tasks] in order, in cluster tasks of a few each (about eight per
         worker process), ``state`` sent to every worker once."""
         from distributed import as_completed
@@ -290,7 +296,7 @@ class DaskEngine:
             logging.getLogger(name).setLevel(level)
 
 
-def make_engine(name: str, jobs: int = 1, scheduler: str | None = None):
+def make_engine(name: str, jobs: int = 1, scheduler: str | None = None) -> LocalEngine | DaskEngine:
     """The engine called ``name`` (ENGINES) with ``jobs`` worker processes (or the cluster at ``scheduler``)."""
     if name == "dask":
         return DaskEngine(jobs, scheduler)

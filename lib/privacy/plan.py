@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,7 @@ class Plan:
     rho: float
     nodes: tuple[Node, ...]
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         names = [n.name for n in self.nodes]
         if len(set(names)) != len(names):
             raise ValueError(f"plan nodes must have distinct names, got {names}")
@@ -66,8 +67,8 @@ class Plan:
         walk(self.nodes, self.rho, 1)
         return out
 
-    def to_dict(self) -> dict:
-        def node(n: Node, rho: float) -> dict:
+    def to_dict(self) -> dict[str, Any]:
+        def node(n: Node, rho: float) -> dict[str, Any]:
             out = {"name": n.name, "share": n.share, "rho": n.share * rho, "note": n.note}
             if n.children:
                 out["children"] = [node(c, n.share * rho) for c in n.children]

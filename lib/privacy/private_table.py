@@ -22,17 +22,21 @@ from __future__ import annotations
 import math
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 import numpy as np
+import pyarrow as pa
 
 from dpsyn.lib.domain import Domain
 from dpsyn.lib.privacy.accounting import Ledger
 from dpsyn.lib.marginals import compact_codes
-from dpsyn.lib.privacy.engine import LocalEngine
+from dpsyn.lib.privacy.engine import Loaded, LocalEngine
 from dpsyn.lib.privacy.mechanisms import LedgerStep, exponential_mechanism, gaussian_mechanism
-from dpsyn.lib.privacy.queries import MAX_ROWS_BITS, QUERY_KINDS, Query, DomainRecords, Sensitivity
+from dpsyn.lib.privacy.queries import MAX_ROWS_BITS, QUERY_KINDS, DomainRecords, Marginal, Query, Sensitivity
 from dpsyn.lib.privacy.unit import PrivacyUnit
+
+if TYPE_CHECKING:
+    from dpsyn.lib.privacy.engine import DaskEngine
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,8 @@ class Measurement:
     @property
     def attrs(self) -> tuple[str, ...]:
         """The encoded columns of a marginal measurement."""
+        if not isinstance(self.query, Marginal):
+            raise TypeError(f"{self.query.describe()} is not a marginal")
         return self.query.attrs
 
     @property
@@ -80,7 +86,7 @@ def _score_rounding(row_l1: float, reference_l1: float, weight: float, penalty: 
     weight·(||answer||_1 + ||rounded reference||_1 + |penalty|), the rounded reference at most twice the
     reference: 6·2**-53 of the same mass, inside the bound."""
     mass = MAX_ROWS * row_l1 + reference_l1 * (1 + 2.0 ** -20) + abs(penalty)
-    return 2.0 ** -50 * weight * mass
+    return float(2.0 ** -50 * weight * mass)
 
 
 REFERENCE_GRID = 2 ** 18  # integer answers meet references rounded to multiples of 1/REFERENCE_GRID
@@ -112,8 +118,8 @@ class PrivateRecords:
 
     codes: np.ndarray | None
     numeric: Mapping[str, np.ndarray] | None = None
-    ids: object = None  # an Arrow string array or a numpy array of the ids' text
-    loaded: object = None
+    ids: pa.Array | np.ndarray | None = None  # the ids' exact text
+    loaded: Loaded | None = None
 
 
 class PrivateTable:
@@ -121,37 +127,48 @@ class PrivateTable:
 
     ``records`` (``PrivateRecords``): the codes, the raw values of the numeric columns a query may read (the
     others are not held: a query reading them is refused before any charge) and, where there are ids, each
-    row's individual, used to keep at most ``unit.theta`` random rows per individual (``bound_rng``); without
-    ids each row is taken to belong to an individual with at most theta rows, as the parameters declare.
-    ``unit.distinct``: columns in which no two rows of one individual agree (with ids, bounding keeps one row
-    per individual per combination of their codes first; without ids the parameters' declaration is taken as
-    given, as theta is), which lowers the L2 sensitivity of queries whose cells include them.  ``engine``
+    row's individual, used to keep at most ``unit.theta`` random rows per individual (``bound_rng``, required
+    with ids: bounding never draws from the noise generator); without ids each row is taken to belong to an
+    individual with at most theta rows, as the parameters declare.  ``unit.distinct``: columns in which no two
+    rows of one individual agree (bounding keeps one row per individual per combination of their codes first),
+    which lowers the L2 sensitivity of queries whose cells include them: with theta > 1 it needs ids (the
+    table refuses it without: it could not be enforced).  The unit is read-only once the table holds the
+    records.  ``engine``
     (engine.py; default LocalEngine) bounds, holds and counts the records; loaded records are the engine's
     own, bounded there when they carry ids.  ``rng`` draws the noise (and the selections' randomness) and
     should be the table's own: nothing released should be drawn from it; ``ledger`` holds the run's budget.
     """
 
-    __slots__ = ("domain", "unit", "raw_columns", "_ledger", "_rng", "_released", "__engine", "__held",
+    __slots__ = ("domain", "__unit", "raw_columns", "_ledger", "_rng", "_released", "__engine", "__held",
                  "__answers", "__sensitivities", "__shapes")
 
     def __init__(self, records: PrivateRecords, domain: Domain, unit: PrivacyUnit, ledger: Ledger,
-                 rng: np.random.Generator, bound_rng: np.random.Generator | None = None, engine=None):
+                 rng: np.random.Generator, bound_rng: np.random.Generator | None = None,
+                 engine: LocalEngine | DaskEngine | None = None):
         distinct, theta = unit.distinct, unit.theta
         unknown = [c for c in distinct if c not in domain.names]
         if unknown:
             raise ValueError(f"distinct columns not in the domain: {', '.join(unknown)}")
-        bound_rng = bound_rng if bound_rng is not None else rng
         loaded, ids = records.loaded, records.ids
+        has_ids = loaded.has_ids if loaded is not None else ids is not None
+        if distinct and theta > 1 and not has_ids:
+            raise ValueError(f"columns distinct per individual ({', '.join(distinct)}) with theta {theta} need each "
+                             f"row's individual: without ids bounding cannot enforce them")
+        if has_ids and bound_rng is None:
+            raise ValueError("bounding needs its own generator (bound_rng), never the noise's")
+        held: Any  # the engine's handle on the bounded records
         if loaded is not None:  # rows the engine already read onto its workers
-            engine, raw_columns = loaded.engine, loaded.raw_columns
-            held = engine.hold_loaded(loaded, domain, theta, bound_rng if loaded.has_ids else None,
-                                      domain.indices(distinct) if distinct and loaded.has_ids else [])
+            owner, raw_columns = loaded.engine, loaded.raw_columns
+            engine, held = owner, owner.hold_loaded(loaded, domain, theta, bound_rng if loaded.has_ids else None,
+                                                    domain.indices(distinct) if distinct and loaded.has_ids else [])
         else:
             codes, numeric = records.codes, dict(records.numeric or {})
+            if codes is None:
+                raise ValueError("private records need codes or the engine's loaded rows")
             if not set(numeric) <= set(domain.ranges):
                 raise ValueError("raw values can be held only of the domain's numeric columns")
             engine = engine if engine is not None else LocalEngine()
-            if ids is not None:
+            if ids is not None and bound_rng is not None:  # with ids the generator is there (checked above)
                 keys = codes[:, domain.indices(distinct)] if distinct else None
                 keep = engine.keep(ids, theta, bound_rng.random(len(ids)), keys)  # one random priority per row
                 if len(keep) < len(ids):  # else every row is kept, in order: no copy
@@ -159,15 +176,24 @@ class PrivateTable:
                     numeric = {name: values[keep] for name, values in numeric.items()}
             held = engine.hold(DomainRecords(compact_codes(codes, domain.sizes), numeric, domain))
             raw_columns = tuple(numeric)
-        self.domain, self.unit = domain, unit
+        self.domain, self.__unit = domain, unit
         self.raw_columns = tuple(c for c in domain.names if c in raw_columns)  # public: whose raw values are held
-        self._ledger, self._rng, self._released = ledger, rng, []
-        self.__engine, self.__held, self.__answers, self.__sensitivities, self.__shapes = engine, held, {}, {}, {}
+        self._ledger, self._rng = ledger, rng
+        self._released: list[Measurement | Selection] = []
+        self.__engine, self.__held = engine, held
+        self.__answers: dict[Query, np.ndarray] = {}
+        self.__sensitivities: dict[Query, Sensitivity] = {}
+        self.__shapes: dict[Query, tuple[int, ...]] = {}
+
+    @property
+    def unit(self) -> PrivacyUnit:
+        """Who the guarantee protects (read-only: every sensitivity is derived from it)."""
+        return self.__unit
 
     @property
     def theta(self) -> int:
         """The most rows one individual keeps (the unit's theta)."""
-        return self.unit.theta
+        return self.__unit.theta
 
     @property
     def budget(self) -> float:
@@ -180,7 +206,7 @@ class PrivateTable:
         return self._ledger.remaining
 
     @contextmanager
-    def holding(self, rho: float):
+    def holding(self, rho: float) -> Iterator[None]:
         """Within the ``with`` block, ``rho`` of the budget is out of reach (``remaining`` and every
         charge leave it aside): the share of a stage that measures after the block."""
         self._ledger.hold(rho)
@@ -190,7 +216,7 @@ class PrivateTable:
             self._ledger.unhold()
 
     @contextmanager
-    def spending(self, node: str):
+    def spending(self, node: str) -> Iterator[None]:
         """Within the ``with`` block, every charge goes to the run plan's node ``node`` and ``remaining``
         is what is left of it (the ledger refuses a charge past it; nodes do not nest, so a stage
         inside one node cannot reach another's rho)."""
@@ -229,7 +255,7 @@ class PrivateTable:
             self.__shapes[query] = query.shape(self.domain)
         return self.__shapes[query]
 
-    def _check(self, query) -> None:
+    def _check(self, query: Query) -> None:
         if type(query) not in QUERY_KINDS:
             raise TypeError(f"the private table answers only {', '.join(k.__name__ for k in QUERY_KINDS)} "
                             f"queries, not {type(query).__name__}")
@@ -268,24 +294,24 @@ class PrivateTable:
         Privacy cost: ``rho`` (zCDP), charged before any score is computed.
         """
         candidates = tuple(candidates)
-        weights = np.ones(len(candidates)) if weights is None else np.asarray(weights, dtype=np.float64)
-        penalties = np.zeros(len(candidates)) if penalties is None else np.asarray(penalties, dtype=np.float64)
-        if not candidates or not len(references) == len(weights) == len(penalties) == len(candidates):
+        ws = np.ones(len(candidates)) if weights is None else np.asarray(weights, dtype=np.float64)
+        ps = np.zeros(len(candidates)) if penalties is None else np.asarray(penalties, dtype=np.float64)
+        if not candidates or not len(references) == len(ws) == len(ps) == len(candidates):
             raise ValueError("select needs candidates with one reference, weight and penalty each")
-        if not (np.isfinite(weights).all() and (weights > 0).all() and np.isfinite(penalties).all()):
+        if not (np.isfinite(ws).all() and (ws > 0).all() and np.isfinite(ps).all()):
             raise ValueError("select needs finite positive weights and finite penalties")
         for query, reference in zip(candidates, references):
             if np.shape(reference) != self._shape(query):
                 raise ValueError(f"reference for {query.describe()} has shape {np.shape(reference)}, "
                                  f"not {self._shape(query)}")
         l1 = [self.sensitivity(q).l1 for q in candidates]
-        bounds = [w * b for b, w in zip(l1, weights)]
+        bounds = [w * b for b, w in zip(l1, ws)]
         # the float score is within float_error of the exact one (a public bound, PRIVACY.md "Floating point"):
         # two neighbours' scores differ by at most the exact bound plus twice that
         references = [np.asarray(r, dtype=np.float64) for r in references]
         reference_l1 = [float(np.abs(r).sum()) for r in references]
         float_error = max(_score_rounding(b / self.theta, r, w, p)
-                          for b, r, w, p in zip(l1, reference_l1, weights, penalties))
+                          for b, r, w, p in zip(l1, reference_l1, ws, ps))
         sensitivity = max(bounds) + 2 * float_error
         label = label or f"selection of {k} of {len(candidates)} candidates"
         reason = (f"{label}: score i is w_i(||q_i - reference_i||_1 - penalty_i); one individual moves "
@@ -295,8 +321,7 @@ class PrivateTable:
         def scores() -> np.ndarray:
             self._count(candidates)
             return np.array([w * (_l1_distance(self.__answers[q], r, r1, b / self.theta, type(q).integer) - p)
-                             for q, r, r1, b, w, p in zip(candidates, references, reference_l1, l1, weights,
-                                                          penalties)])
+                             for q, r, r1, b, w, p in zip(candidates, references, reference_l1, l1, ws, ps)])
         chosen, rho = exponential_mechanism(scores, len(candidates), sensitivity, rho, self._rng,
                                             LedgerStep(self._ledger, label, reason), k)
         record = Selection(candidates, chosen, rho, label)

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from dpsyn.lib.domain import Domain, scale_to_unit
 from dpsyn.lib.marginals import cell_index, count_marginal
@@ -92,7 +93,7 @@ def fixed_point_step(bound: float) -> float:
     return 2.0 ** (math.ceil(math.log2(max(bound, 2.0 ** -60))) - FIXED_POINT_BITS)
 
 
-def row_dot(x: np.ndarray, weights) -> np.ndarray:
+def row_dot(x: np.ndarray, weights: ArrayLike) -> np.ndarray:
     """n × r: each row's w·x for the r weight vectors (a vector: r = 1), added column by column in a fixed
     order with numpy's elementwise operations, so that a row's value depends on that row alone.  A BLAS
     product (``x @ w``) may round one row differently when other rows are added or moved (its blocking),

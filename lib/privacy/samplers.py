@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Callable
 
 import numpy as np
 from numba import njit
@@ -44,7 +45,7 @@ _DONE, _NEED_WORDS, _BIG, _OVERFLOW = 0, 1, 2, 3
 # ---------------------------------------------------------------- numba kernels (int64)
 
 @njit(cache=True)
-def _below(n, words, pos):
+def _below(n, words, pos):  # type: ignore[no-untyped-def]  # a numba kernel: numba types it
     """Uniform integer in [0, n) (n >= 2) by rejection on 63-bit words; -1 if the words ran out."""
     lim = _MAXW - (((_MAXW % n) + 1) % n)
     while pos < len(words):
@@ -56,7 +57,7 @@ def _below(n, words, pos):
 
 
 @njit(cache=True)
-def _bern_exp_le1(num, den, words, pos):
+def _bern_exp_le1(num, den, words, pos):  # type: ignore[no-untyped-def]  # a numba kernel: numba types it
     """Bernoulli(exp(-num/den)) for 0 <= num <= den (CKS Alg. 1); -1 if the words ran out."""
     k = 1
     while True:
@@ -80,7 +81,7 @@ def _bern_exp_le1(num, den, words, pos):
 
 
 @njit(cache=True)
-def _bern_exp(num, den, words, pos):
+def _bern_exp(num, den, words, pos):  # type: ignore[no-untyped-def]  # a numba kernel: numba types it
     """Bernoulli(exp(-num/den)) for num >= 0 (CKS Alg. 1 with the integer part peeled off)."""
     while num > den:
         b, pos = _bern_exp_le1(1, 1, words, pos)
@@ -91,7 +92,7 @@ def _bern_exp(num, den, words, pos):
 
 
 @njit(cache=True)
-def _laplace_proposal(t, s, words, pos):
+def _laplace_proposal(t, s, words, pos):  # type: ignore[no-untyped-def]  # a numba kernel: numba types it
     """One discrete Laplace draw, P(y) ∝ exp(-|y| s / t) (CKS Alg. 2): (y, pos, status)."""
     while True:
         u = 0
@@ -124,7 +125,7 @@ def _laplace_proposal(t, s, words, pos):
 
 
 @njit(cache=True)
-def _laplace_kernel(out, start, t, s, words, pos):
+def _laplace_kernel(out, start, t, s, words, pos):  # type: ignore[no-untyped-def]  # a numba kernel: numba types it
     i = start
     while i < len(out):
         first = pos
@@ -139,7 +140,7 @@ def _laplace_kernel(out, start, t, s, words, pos):
 
 
 @njit(cache=True)
-def _gaussian_kernel(out, start, t, a, q, ymax, words, pos):
+def _gaussian_kernel(out, start, t, a, q, ymax, words, pos):  # type: ignore[no-untyped-def]  # a numba kernel: numba types it
     """Fill out[start:] with discrete Gaussian draws of variance t*a/q (CKS Alg. 3).
 
     Returns (status, next cell, word position, pending proposal): _NEED_WORDS gives the
@@ -169,7 +170,7 @@ def _gaussian_kernel(out, start, t, a, q, ymax, words, pos):
 
 # ---------------------------------------------------------------- Python-integer reference
 
-def ref_below(n: int, next_word) -> int:
+def ref_below(n: int, next_word: Callable[[], int]) -> int:
     lim = _MAXW - (((_MAXW % n) + 1) % n)
     while True:
         w = next_word()
@@ -177,7 +178,7 @@ def ref_below(n: int, next_word) -> int:
             return w % n
 
 
-def ref_bern_exp(num: int, den: int, next_word) -> int:
+def ref_bern_exp(num: int, den: int, next_word: Callable[[], int]) -> int:
     """Bernoulli(exp(-num/den)) in Python integers, consuming words exactly as the kernel does."""
     while num > den:
         if ref_bern_exp(1, 1, next_word) == 0:
@@ -198,7 +199,7 @@ def ref_bern_exp(num: int, den: int, next_word) -> int:
         k += 1
 
 
-def ref_laplace(t: int, s: int, next_word) -> int:
+def ref_laplace(t: int, s: int, next_word: Callable[[], int]) -> int:
     while True:
         u = ref_below(t, next_word) if t > 1 else 0
         if ref_bern_exp(u, t, next_word) == 0:
@@ -213,7 +214,7 @@ def ref_laplace(t: int, s: int, next_word) -> int:
         return y if sign == 0 else -y
 
 
-def ref_gaussian(t: int, a: int, q: int, next_word) -> int:
+def ref_gaussian(t: int, a: int, q: int, next_word: Callable[[], int]) -> int:
     while True:
         y = ref_laplace(t, 1, next_word)
         w = q * abs(y) - a
@@ -242,7 +243,12 @@ class WordStream:
         return w
 
 
-def _drive(kernel, n: int, rng: np.random.Generator, chunk: int | None, big_test=None) -> np.ndarray:
+Kernel = Callable[[np.ndarray, int, np.ndarray, int], tuple[int, int, int, int]]
+"""A sampling kernel: (out, first index, words, position) -> (status, next index, position, big value)."""
+
+
+def _drive(kernel: Kernel, n: int, rng: np.random.Generator, chunk: int | None,
+           big_test: Callable[[int, WordStream], bool] | None = None) -> np.ndarray:
     chunk = chunk or min(CHUNK_WORDS, WORDS_PER_SAMPLE * n + 64)
     out = np.zeros(n, dtype=np.int64)
     words, pos, i = draw_words(rng, chunk), 0, 0
@@ -253,6 +259,8 @@ def _drive(kernel, n: int, rng: np.random.Generator, chunk: int | None, big_test
         if status == _NEED_WORDS:
             words, pos = np.concatenate([words[pos:], draw_words(rng, chunk)]), 0
         elif status == _BIG:
+            if big_test is None:
+                raise ValueError("a kernel that asks for a big-value test needs one")
             stream = WordStream(words, pos, rng, chunk)
             if big_test(y, stream):
                 out[i] = y
@@ -299,10 +307,11 @@ def discrete_gaussian(p: GaussianParameters, n: int, rng: np.random.Generator, c
     """
     limit = p.ymax if ymax is None else min(ymax, p.ymax)
 
-    def kernel(out, i, words, pos):
-        return _gaussian_kernel(out, i, p.t, p.a, p.q, limit, words, pos)
+    def kernel(out: np.ndarray, i: int, words: np.ndarray, pos: int) -> tuple[int, int, int, int]:
+        state: tuple[int, int, int, int] = _gaussian_kernel(out, i, p.t, p.a, p.q, limit, words, pos)
+        return state
 
-    def big_test(y, stream):
+    def big_test(y: int, stream: WordStream) -> bool:
         w = p.q * abs(y) - p.a
         return ref_bern_exp(w * w, 2 * p.t * p.a * p.q, stream) == 1
 
