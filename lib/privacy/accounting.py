@@ -89,18 +89,6 @@ def gaussian_sigma(sensitivity: float, rho: float) -> float:
     return sensitivity / math.sqrt(2 * rho)
 
 
-def laplace_scale(sensitivity: float, eps: float) -> float:
-    """Laplace scale b = Δ1/eps for eps-DP; as zCDP this step costs rho = eps**2 / 2."""
-    if eps <= 0:
-        raise ValueError("eps must be > 0")
-    return sensitivity / eps
-
-
-def rho_of_pure_eps(eps: float) -> float:
-    """zCDP cost of an eps-DP step (Bun-Steinke 2016, Prop. 1.4)."""
-    return eps * eps / 2
-
-
 class BudgetExceeded(RuntimeError):
     """A charge would push the ledger's total rho past its budget."""
 
