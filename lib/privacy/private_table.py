@@ -133,10 +133,10 @@ class PrivateTable:
     rows of one individual agree (bounding keeps one row per individual per combination of their codes first),
     which lowers the L2 sensitivity of queries whose cells include them: with theta > 1 it needs ids (the
     table refuses it without: it could not be enforced).  The unit is read-only once the table holds the
-    records.  ``engine``
-    (engine.py; default LocalEngine) bounds, holds and counts the records; loaded records are the engine's
-    own, bounded there when they carry ids.  ``rng`` draws the noise (and the selections' randomness) and
-    should be the table's own: nothing released should be drawn from it; ``ledger`` holds the run's budget.
+    records.  ``engine`` (engine.py; default LocalEngine) bounds, holds and counts the records; loaded records
+    are the engine's own, bounded there when they carry ids.  ``rng`` draws the noise (and the selections'
+    randomness) and should be the table's own: nothing released should be drawn from it; ``ledger`` holds the
+    run's budget.
     """
 
     __slots__ = ("domain", "__unit", "raw_columns", "_ledger", "_rng", "_released", "__engine", "__held",
