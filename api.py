@@ -104,6 +104,9 @@ def release(private: pd.DataFrame | str | Path, params: Mapping | str | Path | S
     header = list(private.columns) if isinstance(private, pd.DataFrame) else read_header(private)
     id_column = s.id_column or (DEFAULT_ID_COLUMN if DEFAULT_ID_COLUMN in header else None)
     pipeline = pipeline_for(side, spec, reweighting, s.bin_values)
+    if pipeline.linking is not None and id_column is None and max(r.max_records_per_individual for r in schema.runs) > 1:
+        raise OptionError(["individual: linking rows into individuals needs the private file's id column "
+                           f"(--id-column; default {DEFAULT_ID_COLUMN}), or drop the parameters' individual section"])
     setup = RunSetup(spec, method_options, groups, s.jobs, id_column, distinct, pipeline)
     check_before_measuring(side, setup)
     plans = [plan_run(run, pipeline, spec, method_options, bool(groups)) for run in side.schema.runs]
@@ -156,17 +159,22 @@ def plan(params: Mapping | str | Path | Schema, public: pd.DataFrame | str | Pat
     return [plan_run(run, pipeline, spec, method_options, bool(groups)) for run in side.schema.runs]
 
 
-def draft_schema(public: pd.DataFrame | str | Path | None, dictionary: Mapping[str, Any] | None = None) -> dict:
+def draft_schema(public: pd.DataFrame | str | Path | None, dictionary: Mapping[str, Any] | None = None,
+                 id_column: str | None = None) -> dict:
     """A parameters draft (dataloader/draft.py) from a public table (a DataFrame or a CSV path) and a data
     dictionary, with what the public file suggests beyond the columns (derived, null-linked and
     group-level columns, candidate edit rules: the release's own detection) added to its ``review``
-    list.  Reads no private data; DataError or SchemaError for unreadable input."""
+    list.  ``id_column`` (default: sim_individual_id when the public file has it): the public file's individual
+    ids, from which θ, the clock and how an individual's rows relate are proposed.  Reads no private data;
+    DataError or SchemaError for unreadable input."""
     text = None
     if public is not None:
         text = as_text(public) if isinstance(public, pd.DataFrame) else read_csv_text(public, "public file")
-    params = draft_parameters(text, dictionary)
+        id_column = id_column or (DEFAULT_ID_COLUMN if DEFAULT_ID_COLUMN in text.columns else None)
+    params = draft_parameters(text, dictionary, id_column=id_column)
     if text is not None:
         schema = parse_schema({k: v for k, v in params.items() if k != "review"})
+        text = text.drop(columns=[id_column]) if id_column in text.columns else text
         side = public_side(text, schema, DEFAULT_BINS, tuple(g for g in DEFAULT_GROUP_COLUMNS if g in schema.names))
         params["review"] += [f"suggested by the public file: {note}" for note in side.structure.notes]
     return params

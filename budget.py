@@ -27,7 +27,7 @@ def plan_run(run: Run, pipeline: Pipeline, spec: Method, options, has_groups: bo
     rho, theta = rho_from_eps_delta(run.epsilon, run.delta), run.max_records_per_individual
     nodes = []
     for stage in pipeline.stages():
-        if stage.node is not None:
+        if stage.node is not None and stage.active(theta):
             share = stage.share()
             nodes.append(Node(stage.node, share, stage.note(share * rho, theta), stage.children(share * rho, theta)))
     rest = 1.0 - math.fsum(n.share for n in nodes)

@@ -149,6 +149,9 @@ def build_parser() -> argparse.ArgumentParser:
     sch.add_argument("--dictionary", type=Path,
                      help="data dictionary JSON: per column a \"values\" object of codes (and \"min\", \"max\")")
     sch.add_argument("--output", type=Path, default=Path("parameters.draft.json"), help="where to write the draft")
+    sch.add_argument("--id-column", default=None,
+                     help="the public file's individual ids (default sim_individual_id when present): θ, the clock and "
+                          "the individual section are proposed from them")
     sch.add_argument("--quiet", action="store_true", help="only warnings and errors on stderr")
 
     val = sub.add_parser("validate", help="check a submission CSV against a parameters file")
@@ -390,7 +393,7 @@ def schema_command(args) -> int:
         if not isinstance(dictionary, dict):
             raise DataError(f"dictionary {args.dictionary} must be a JSON object of columns")
     output = check_writable(args.output)
-    params = draft_schema(args.public, dictionary)
+    params = draft_schema(args.public, dictionary, args.id_column)
     with StagedFiles(output) as staged:
         staged.path(output).write_text(json.dumps(params, indent=2) + "\n")
         staged.commit()

@@ -19,6 +19,7 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
+from dpsyn.dataloader.draft_individuals import propose
 from dpsyn.lib.tuning import T
 
 DRAFT_EPSILONS = (0.1, 1.0, 10.0)
@@ -99,11 +100,14 @@ def from_public(name: str, text: pd.Series, notes: list[str]) -> dict:
 
 
 def draft_parameters(public: pd.DataFrame | None, dictionary: Mapping[str, Any] | None = None,
-                     max_records: int | None = None) -> dict:
+                     max_records: int | None = None, id_column: str | None = None) -> dict:
     """A parameters dict (runs, schema, review) from a public table (text) and a data dictionary;
-    reads nothing else.  ValueError when neither names any column."""
+    reads nothing else.  ``id_column``: the public file's individual ids (not a schema column), from which
+    θ, the clock and the ``individual`` section are proposed (dataloader/draft_individuals.py).  ValueError
+    when neither names any column."""
     dictionary = dict(dictionary or {})
     columns = list(public.columns) if public is not None else list(dictionary)
+    columns = [c for c in columns if c != id_column]
     if not columns:
         raise ValueError("neither the public file nor the dictionary names any column")
     notes: list[str] = []
@@ -120,14 +124,19 @@ def draft_parameters(public: pd.DataFrame | None, dictionary: Mapping[str, Any] 
         schema[name] = entry
     rows = len(public) if public is not None else 0
     max_records = max_records or max(100_000, 10 ** math.ceil(math.log10(max(rows, 1) * 10)))
-    runs = [{"epsilon": e, "delta": DRAFT_DELTA, "max_records": max_records, "max_records_per_individual": 1}
+    extra: dict[str, Any] = {}
+    if public is not None and id_column is not None and id_column in public.columns:
+        extra, found = propose(public, id_column, schema)
+        notes += found
+    theta = extra.pop("max_records_per_individual", 1)
+    runs = [{"epsilon": e, "delta": DRAFT_DELTA, "max_records": max_records, "max_records_per_individual": theta}
             for e in DRAFT_EPSILONS]
     review = [
         "runs: choose epsilon (0.1 strong privacy, 10 weak), delta far below 1/rows, max_records (an upper bound on "
-        "the rows) and max_records_per_individual (the most rows one person has; 1 here) (docs/options.md)",
+        f"the rows) and max_records_per_individual (the most rows one person has; {theta} here) (docs/options.md)",
         *notes,
     ]
     for group in ("PUMA", "YEAR"):
         if group in schema:
             review.append(f"{group}: a group column by default (synthesis per cell of PUMA × YEAR; --group-columns)")
-    return {"runs": runs, "schema": schema, "review": review}
+    return {"runs": runs, "schema": schema, **extra, "review": review}

@@ -233,16 +233,18 @@ class SubmissionWriter:
         csv.writer(line, lineterminator="\n").writerow(header)
         self._file.write(line.getvalue().encode())
 
-    def write(self, epsilon: float, typed: pd.DataFrame) -> None:
+    def write(self, epsilon: float, typed: pd.DataFrame, individuals: np.ndarray | None = None) -> None:
         """Appends one run's rows, WRITE_ROWS at a time (the text of a column with a null token is built
-        per slice, not for the whole table)."""
+        per slice, not for the whole table); ids are ``individuals`` (each row's synthetic individual) where
+        given, else the row's number (each row its own individual)."""
         for start in range(0, len(typed), WRITE_ROWS):
             rows = typed.iloc[start:start + WRITE_ROWS]
             cols = {"epsilon": pa.array(np.full(len(rows), epsilon))}
             for col in self.schema.columns:
                 cols[col.name] = _arrow_column(rows[col.name], col)
             if self.id_column:
-                cols[self.id_column] = pa.array(np.arange(start, start + len(rows), dtype=np.int64))
+                cols[self.id_column] = pa.array(np.arange(start, start + len(rows), dtype=np.int64)
+                                                if individuals is None else individuals[start:start + len(rows)])
             pa_csv.write_csv(pa.table(cols), self._file,
                              pa_csv.WriteOptions(include_header=False, quoting_style=self.quoting))
 
@@ -273,7 +275,7 @@ class ReleaseFiles:
         """Writes one run's rows and ledger (staged) from a ``stages.run.RunRelease``; its seconds go to
         ``r.timings['writing']``."""
         start = time.perf_counter()
-        self.writer.write(r.epsilon, r.table)
+        self.writer.write(r.epsilon, r.table, r.individuals)
         self.staged.path(ledger_path(self.output, r.epsilon)).write_text(r.ledger.to_json() + "\n")
         r.timings["writing"] = time.perf_counter() - start
 

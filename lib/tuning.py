@@ -59,6 +59,14 @@ TABLE: tuple[tuple[str, Any, str], ...] = (
     ("bin_values_sub_bins", 20, "sub-bins per bin for the values inside bins"),
     ("bin_values_share", 0.03, "share of a run's rho on values inside bins, split evenly over the columns"),
     ("bin_values_noise_margin", 2.0, "a bin keeps its detail only where its counts vary this much beyond noise"),
+    # stages/individuals.py
+    ("individuals_share", 0.05, "share of a run's rho on linking rows into individuals, where the parameters ask"),
+    ("individuals_spans_share", 0.25,
+     "linking: share of that on individuals by first clock value and rows; the rest on transitions"),
+    ("individuals_stays_codes", 48,
+     "linking: a followed column with more codes has only whether it stays measured, not its whole transitions"),
+    ("individuals_piece", 400,
+     "linking: rows per side of one assignment (larger blocks are cut into pieces of rows alike in followed columns)"),
     # method/dependent_pairs.py
     ("dependent_pairs_pairs", 3, "pairs of columns that depart most from independence, measured in the public regime"),
     ("dependent_pairs_select_share", 0.5, "share of that step's rho spent choosing the pairs"),

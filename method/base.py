@@ -137,6 +137,7 @@ class SynthesisResult:
 
     codes: np.ndarray
     raw: Mapping[str, np.ndarray] = field(default_factory=dict)
+    individuals: np.ndarray | None = None  # each row's synthetic individual (stages/individuals.py), or None
 
 
 @dataclass(frozen=True)

@@ -22,11 +22,13 @@ from dpsyn.method.base import RunContext
 
 @dataclass
 class Records:
-    """Synthetic records between stages: codes (n × d, domain order) and the raw values of the numeric
-    columns drawn so far (the rest are drawn inside their bins at decoding)."""
+    """Synthetic records between stages: codes (n × d, domain order), the raw values of the numeric
+    columns drawn so far (the rest are drawn inside their bins at decoding) and, once a stage has linked
+    them, each row's individual."""
 
     codes: np.ndarray
     raw: dict[str, np.ndarray] = field(default_factory=dict)
+    individuals: np.ndarray | None = None  # each row's synthetic individual, once rows are linked
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,10 @@ class Stage:
 
     node: str | None = None
     timer: str = "structure"  # the timing bucket of ``after``
+
+    def active(self, theta: int) -> bool:
+        """Whether the stage runs (and has its plan node) in a run whose individuals have ``theta`` rows at most."""
+        return True
 
     def share(self) -> float:
         """This stage's share of a run's rho (0: it measures nothing)."""

@@ -4,7 +4,7 @@
 reweighting request) which stages measure and what: group-level numeric columns, numeric columns
 whose values inside their bins are measured, reweighting.  ``Pipeline.stages`` lists them in the
 order their ``after`` steps run: group-level values, the structure, values inside bins,
-reweighting.
+reweighting, linking rows into individuals.
 """
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dpsyn.dataloader.encoding import Encoder
+from dpsyn.dataloader.individuals import Individual
 from dpsyn.dataloader.structure import Structure
 from dpsyn.lib.marginals import cell_index
 from dpsyn.lib.privacy.accounting import gaussian_sigma
@@ -23,6 +24,7 @@ from dpsyn.method.base import Method
 from dpsyn.stages import Env, Records, Stage
 from dpsyn.stages.bin_values import detail_columns, measure_bin_values
 from dpsyn.stages.group_values import measure_group_values, rounds_needed
+from dpsyn.stages.individuals import IndividualLinks, Linking
 from dpsyn.stages.reweight import ReweightSpec, noise_in_units, reweight_rows
 from dpsyn.stages.structure import finish
 
@@ -164,11 +166,13 @@ class Reweighting(Stage):
 @dataclass(frozen=True)
 class Pipeline:
     """What the stages around the method measure in every run: group-level numeric columns, numeric
-    columns whose values inside their bins are measured, and the reweighting request (bounds filled)."""
+    columns whose values inside their bins are measured, the reweighting request (bounds filled) and how
+    rows are linked into individuals (where the parameters declare them)."""
 
     group_level: tuple[GroupLevel, ...] = ()
     detailed: tuple[str, ...] = ()
     reweighting: ReweightSpec | None = None
+    linking: Linking | None = None
 
     def stages(self) -> list[Stage]:
         """Fresh stage objects for one run, in the order their ``after`` steps run."""
@@ -180,6 +184,8 @@ class Pipeline:
             out.append(BinValues(self.detailed))
         if self.reweighting is not None:
             out.append(Reweighting(self.reweighting))
+        if self.linking is not None:
+            out.append(IndividualLinks(self.linking))
         return out
 
     def raw_columns(self, spec: Method, numeric: tuple[str, ...]) -> tuple[str, ...]:
@@ -209,10 +215,11 @@ class Pipeline:
 
 
 def stages_of(encoder: Encoder, structure: Structure, spec: Method, reweighting: ReweightSpec | None,
-              bin_values: bool) -> Pipeline:
+              bin_values: bool, individual: Individual | None = None) -> Pipeline:
     """What the stages around ``spec`` measure, from the encoder and the structure (public facts).
     Group-level columns that are categorical or have a null token come from the method's own
-    group × column marginals (stages/structure.py) and are not measured here."""
+    group × column marginals (stages/structure.py) and are not measured here.  ``individual``: the
+    parameters' declaration; rows are linked where it has a clock."""
     group_level = []
     for column, within in structure.group_level:
         coder = encoder.coder(column)
@@ -221,7 +228,8 @@ def stages_of(encoder: Encoder, structure: Structure, spec: Method, reweighting:
             group_level.append(GroupLevel(column, within, low, high, coder.step or (high - low) / 1e6))
     skip = set(structure.skipped(encoder.domain.names)) | {g.column for g in group_level}
     detailed = detail_columns(encoder, skip) if bin_values and not spec.raw_numeric else []
-    return Pipeline(tuple(group_level), tuple(detailed), reweighting)
+    linking = Linking.of(individual, encoder) if individual is not None and individual.clock is not None else None
+    return Pipeline(tuple(group_level), tuple(detailed), reweighting, linking)
 
 
 def records_of(codes: np.ndarray, raw: dict, encoder: Encoder) -> Records:

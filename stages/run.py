@@ -4,6 +4,7 @@ check of the edit rules.  What every run of a release shares travels as one ``Ru
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -66,13 +67,15 @@ class RunOutput:
 class RunRelease:
     """One run's release: its parameters, the synthetic table (schema columns; categorical columns
     as Categoricals of the schema's values, numeric ones as numbers with NA for the null token),
-    the ledger, every measurement the method made, and seconds per stage."""
+    the ledger, every measurement the method made, seconds per stage and, where rows were linked into
+    individuals (stages/individuals.py), each row's individual."""
 
     run: Run
     table: pd.DataFrame
     ledger: Ledger
     measurements: tuple[Measurement | Selection, ...]
     timings: dict[str, float] = field(default_factory=dict)
+    individuals: np.ndarray | None = None
 
     @property
     def epsilon(self) -> float:
@@ -83,7 +86,7 @@ def pipeline_for(side: PublicSide, spec: Method, reweighting: ReweightSpec | Non
     """The stages around the method, reweighting's moment bounds filled from public facts."""
     if reweighting is not None:
         reweighting = with_bounds(reweighting, side.encoder.domain.ranges, side.public.numeric if side.public else None)
-    return stages_of(side.encoder, side.structure, spec, reweighting, bin_values)
+    return stages_of(side.encoder, side.structure, spec, reweighting, bin_values, side.schema.individual)
 
 
 def check_before_measuring(side: PublicSide, setup: RunSetup) -> None:
@@ -95,6 +98,8 @@ def check_before_measuring(side: PublicSide, setup: RunSetup) -> None:
     if pipeline.reweighting is not None:
         problems += reweight_cell_problems(pipeline.reweighting, side.encoder.domain)
     problems += pipeline.problems()
+    if pipeline.linking is not None and setup.id_column is not None:  # else nothing to check yet (dpsyn plan)
+        problems += pipeline.linking.problems(setup.unit(side.schema.runs[0]))
     if problems:
         raise OptionError(problems)
 
@@ -112,6 +117,8 @@ def synthesize_run(side: PublicSide, table: PrivateRecords, run: Run, setup: Run
     plan = plan or plan_run(run, pipeline, setup.spec, setup.options, bool(setup.group_columns))
     ledger, domain = Ledger(run.epsilon, run.delta, plan=plan), encoder.domain
     start = time.perf_counter()
+    if pipeline.linking is not None and run.max_records_per_individual > 1:  # the linking stage reads individuals
+        table = dataclasses.replace(table, by_individual=True)
     private = PrivateTable(table, domain, setup.unit(run), ledger, np.random.default_rng(seeds[1]),
                            np.random.default_rng(seeds[0]), engine)
     bounding = time.perf_counter() - start
@@ -121,7 +128,8 @@ def synthesize_run(side: PublicSide, table: PrivateRecords, run: Run, setup: Run
                      np.random.default_rng(seeds[2]), skip=skip,
                      boxes=Boxes(tuple(b for b in structure.boxes.boxes if not skipped & set(b.columns))),
                      tasks=engine.map if engine is not None else None)
-    stages, env = pipeline.stages(), Env(encoder, ctx, structure)
+    stages = [s for s in pipeline.stages() if s.active(run.max_records_per_individual)]
+    env = Env(encoder, ctx, structure)
     with ctx.timed("measuring"):
         for stage in stages:
             if stage.node is not None:
@@ -134,7 +142,7 @@ def synthesize_run(side: PublicSide, table: PrivateRecords, run: Run, setup: Run
     for stage in stages:
         with ctx.timed(stage.timer), (private.spending(stage.node) if stage.node else contextlib.nullcontext()):
             records = stage.after(private, records, env)
-    return RunOutput(SynthesisResult(records.codes, records.raw), ledger, private.released,
+    return RunOutput(SynthesisResult(records.codes, records.raw, records.individuals), ledger, private.released,
                      {"bounding": bounding, **ctx.timings})
 
 
@@ -152,7 +160,7 @@ def release_run(data: Prepared, run: Run, setup: RunSetup, seeds: list[np.random
     if broken:  # repair guarantees none; this is the final check
         raise RuntimeError(f"released records break edit rules: {broken}")
     return RunRelease(run, typed, out.ledger, out.measurements,
-                      {**out.timings, "decoding": time.perf_counter() - start})
+                      {**out.timings, "decoding": time.perf_counter() - start}, out.result.individuals)
 
 
 def decode_release(encoder: Encoder, result: SynthesisResult, structure: Structure, rules,

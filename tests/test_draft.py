@@ -70,3 +70,19 @@ def test_bad_draft_input_is_one_line_and_writes_nothing(tmp_path, capsys):
         err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
         assert code == 2 and len(err) == 1 and message in err[0], (argv, err)
     assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())
+
+
+def test_a_public_file_with_ids_proposes_the_clock_theta_and_the_individual_section():
+    """30 people over 2015-2017 (person k: 1 to 3 years): SEX never changes, AGE (many values: a range) moves
+    with YEAR, EMP keeps its value in most pairs, NOISE alternates; the draft proposes θ 3, YEAR as the clock
+    and those roles, and leaves the ids out of the schema."""
+    from dpsyn.api import draft_schema
+    rows = [(f"p{k}", 2015 + j, 1 + k % 2, 20 + 2 * k + j, int(j < 2 or k % 4 == 0), j % 2)
+            for k in range(30) for j in range(1 + k % 3)]
+    public = pd.DataFrame(rows, columns=["pid", "YEAR", "SEX", "AGE", "EMP", "NOISE"]).astype(str)
+    params = draft_schema(public, id_column="pid")
+    assert "pid" not in params["schema"] and params["runs"][0]["max_records_per_individual"] == 3
+    assert params["distinct_per_individual"] == ["YEAR"]
+    assert params["individual"] == {"stable": ["SEX"], "advances": {"AGE": "YEAR"}, "follow": ["EMP"]}
+    assert any(line.startswith("individual: stable SEX") for line in params["review"])
+    assert "individual" not in draft_schema(public.drop(columns="pid"))

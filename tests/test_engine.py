@@ -18,7 +18,7 @@ from dpsyn.lib.privacy.unit import PrivacyUnit
 
 from helpers import worker_environ
 from sprint2_generator import generate
-from test_neighbours import DOMAIN, QUERIES, neighbours
+from test_neighbours import DOMAIN, QUERIES, by_individual, neighbours
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -55,7 +55,8 @@ def test_count_marginals_matches_one_marginal_at_a_time(batch_cells, monkeypatch
 
 def _table(data, theta, engine):
     codes, numeric, ids = data
-    return PrivateTable(PrivateRecords(codes, numeric, ids), DOMAIN, PrivacyUnit(theta, ("B",) if theta > 1 else ()),
+    return PrivateTable(PrivateRecords(codes, numeric, ids, by_individual=True), DOMAIN,
+                        PrivacyUnit(theta, ("B",) if theta > 1 else ()),
                         Ledger(1.0, 1e-9), np.random.default_rng(0), np.random.default_rng(99), engine)
 
 
@@ -63,7 +64,9 @@ def _table(data, theta, engine):
 def test_both_engines_keep_the_same_rows_and_answer_alike(dask_engine, theta):
     _, data = neighbours(theta, clustered=False, seed=5)
     local, spread = _table(data, theta, LocalEngine()), _table(data, theta, dask_engine)
-    for query in QUERIES:  # real-valued sums too: each row's part is on a fixed-point grid, so every sum is exact
+    # real-valued sums too (each row's part is on a fixed-point grid, so every sum is exact), and the queries over an
+    # individual's rows (the Dask engine routes each individual's rows to one bucket first)
+    for query in QUERIES + by_individual(theta):
         assert np.array_equal(local._answer(query), spread._answer(query)), query.describe()
     # same noise too: the noisy answer of a count is identical under one generator
     assert np.array_equal(local.measure(Marginal(("A", "B")), 0.01).noisy, spread.measure(Marginal(("A", "B")), 0.01).noisy)
@@ -114,6 +117,25 @@ def test_the_same_release_bytes_on_either_engine(tmp_path, sprint2_files, distin
         local_ledger = json.loads((out_local.parent / f"submission.ledger.eps{eps}.json").read_text())
         dask_ledger = json.loads((out_dask.parent / f"submission.ledger.eps{eps}.json").read_text())
         assert local_ledger == dask_ledger and local_ledger["plan"]
+
+
+def test_the_same_linked_individuals_on_either_engine(tmp_path, sprint2_files):
+    """With the parameters' individual section: the same ids, the same bytes, the same ledgers."""
+    params, private, public = sprint2_files
+    declared = json.loads(params.read_text())
+    declared["distinct_per_individual"] = ["YEAR"]
+    declared["individual"] = {"stable": ["SEX", "RACE"], "advances": {"AGE": "YEAR"}, "follow": ["PUMA", "EMPSTAT"]}
+    params.write_text(json.dumps(declared))
+    local, out_local = _release(tmp_path, sprint2_files, "local")
+    spread, out_dask = _release(tmp_path, sprint2_files, "dask", "--engine", "dask", "--jobs", "2")
+    assert local.returncode == 0, local.stderr
+    assert spread.returncode == 0, spread.stderr
+    assert out_local.read_bytes() == out_dask.read_bytes()
+    ledger = json.loads((out_dask.parent / "submission.ledger.eps1.json").read_text())
+    assert ledger == json.loads((out_local.parent / "submission.ledger.eps1.json").read_text())
+    assert "individuals" in [node["name"] for node in ledger["plan"]["nodes"]]
+    ids = [line.rsplit(",", 1)[1] for line in out_local.read_text().splitlines()[1:] if line.startswith("1,")]
+    assert len(set(ids)) < 0.8 * len(ids)  # individuals with more than one row
 
 
 def test_bad_input_and_a_failed_task_write_nothing(tmp_path, sprint2_files, cluster, monkeypatch, capsys):

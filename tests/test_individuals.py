@@ -104,15 +104,17 @@ def test_the_score_command_reports_individuals(tmp_path, capsys):
     assert code == 2 and len(err) == 1 and "--id-column nope" in err[0]
 
 
-def test_a_release_with_the_section_runs_and_ignores_it():
-    """Declared structure is public and costs nothing; the release does not link rows yet."""
+def test_a_release_with_the_section_links_its_rows_and_scores_them():
+    """The section's release names synthetic individuals (tests/test_linking.py checks how); its scores read them."""
     from dpsyn.api import release
     rng = np.random.default_rng(0)
     private = frame([(f"p{i // 3}", 2012 + i % 3, 20 + i % 3 + (i // 3) % 50, 1 + (i // 3) % 2, rng.integers(0, 2),
                       "ab"[i % 2]) for i in range(300)])
-    with_section = release(private, params(), None, "histogram", seed=1, group_columns=(), id_column="id")[0]
-    without = release(private, params(None), None, "histogram", seed=1, group_columns=(), id_column="id")[0]
-    pd.testing.assert_frame_equal(with_section.table, without.table)
+    (run,) = release(private, params(), None, "histogram", seed=1, group_columns=("YEAR",), id_column="id")
+    synthetic = run.table.astype(str).assign(id=run.individuals.astype(str))
+    evaluator = Evaluator(parse_schema(params()), private, EvaluationOptions(group_columns=(), id_column="id"))
+    people = next(iter(evaluator.evaluate(synthetic)["runs"].values()))["individuals"]
+    assert people["rows_per_individual"] > 1.5 and people["stable_agree"] == people["advance"] == 1.0
 
 
 def test_rows_follow_the_clocks_order_whatever_the_file_order():

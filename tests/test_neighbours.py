@@ -13,8 +13,8 @@ import pytest
 from dpsyn.lib.domain import Domain
 from dpsyn.lib.privacy.accounting import Ledger
 from dpsyn.lib.privacy.private_table import PrivateRecords, PrivateTable
-from dpsyn.lib.privacy.queries import (QUERY_KINDS, CellHistogram, DependencyScores, Intervals, LinearSums,
-                                       LogisticGradients, Marginal, Moments, Thresholds)
+from dpsyn.lib.privacy.queries import (QUERY_KINDS, CellHistogram, DependencyScores, IndividualSpans, Intervals,
+                                       LinearSums, LogisticGradients, Marginal, Moments, Thresholds, Transitions)
 from dpsyn.lib.privacy.unit import PrivacyUnit
 
 DOMAIN = Domain(("A", "B", "G", "X", "Y"), (3, 4, 2, 5, 5), {"X": (0.0, 100.0), "Y": (-5.0, 5.0)})
@@ -42,6 +42,14 @@ QUERIES = [
     LogisticGradients(("B",), "A", tuple(tuple(np.linspace(-3, 3, 5) * k) for k in (1.0, -2.0, 0.5))),
 ]
 THETAS = range(1, 8)
+B_RANKS = (2, 0, 3, 1)  # B's codes in an order of their own: the clock of the queries over an individual's rows
+
+
+def by_individual(theta: int) -> list:
+    """The queries over an individual's rows for ``theta`` (transitions need two rows)."""
+    spans = [IndividualSpans("B", B_RANKS, theta), IndividualSpans("G", (0, 1), theta)]
+    return spans + ([Transitions("A", "B", B_RANKS), Transitions("X", "B", B_RANKS, stays=True),
+                     Transitions("A", "G", (1, 0))] if theta > 1 else [])
 BASE_ROWS, INDIVIDUALS = 200, 80
 
 
@@ -69,8 +77,8 @@ def neighbours(theta: int, clustered: bool, seed: int):
 
 def table(data, theta, seed=0) -> PrivateTable:
     codes, numeric, ids = data
-    return PrivateTable(PrivateRecords(codes, numeric, ids), DOMAIN, PrivacyUnit(theta), Ledger(1.0, 1e-9),
-                        np.random.default_rng(seed), np.random.default_rng(99))
+    return PrivateTable(PrivateRecords(codes, numeric, ids, by_individual=True), DOMAIN, PrivacyUnit(theta),
+                        Ledger(1.0, 1e-9), np.random.default_rng(seed), np.random.default_rng(99))
 
 
 def exact(private: PrivateTable, query) -> np.ndarray:
@@ -83,7 +91,7 @@ def recorded_sensitivity(private: PrivateTable, query) -> float:
 
 
 def test_every_query_kind_is_covered():
-    assert {type(q) for q in QUERIES} == set(QUERY_KINDS)
+    assert {type(q) for q in QUERIES + by_individual(2)} == set(QUERY_KINDS)
 
 
 @pytest.mark.parametrize("theta", THETAS)
@@ -92,7 +100,7 @@ def test_one_individual_moves_each_answer_by_at_most_its_recorded_sensitivity(th
     for seed in range(3):
         d, d2 = neighbours(theta, clustered, seed)
         small, large = table(d, theta), table(d2, theta)
-        for query in QUERIES:
+        for query in QUERIES + by_individual(theta):
             change = exact(large, query) - exact(small, query)
             declared = query.sensitivity(PrivacyUnit(theta))
             assert np.abs(change).sum() <= declared.l1 + 1e-9, (query, seed)
@@ -175,8 +183,8 @@ def distinct_neighbours(theta: int, seed: int):
 
 def distinct_table(data, theta) -> PrivateTable:
     codes, numeric, ids = data
-    return PrivateTable(PrivateRecords(codes, numeric, ids), DOMAIN, PrivacyUnit(theta, ("B",)), Ledger(10.0, 1e-9),
-                        np.random.default_rng(0), np.random.default_rng(99))
+    return PrivateTable(PrivateRecords(codes, numeric, ids, by_individual=True), DOMAIN, PrivacyUnit(theta, ("B",)),
+                        Ledger(10.0, 1e-9), np.random.default_rng(0), np.random.default_rng(99))
 
 
 @pytest.mark.parametrize("theta", THETAS)
@@ -184,7 +192,7 @@ def test_distinct_columns_lower_the_l2_bound_of_queries_over_them(theta):
     for seed in range(3):
         d, d2 = distinct_neighbours(theta, seed)
         small, large = distinct_table(d, theta), distinct_table(d2, theta)
-        for query in BY_B + QUERIES:
+        for query in BY_B + QUERIES + by_individual(theta):
             change = exact(large, query) - exact(small, query)
             declared = query.sensitivity(PrivacyUnit(theta, ("B",)))
             assert np.abs(change).sum() <= declared.l1 + 1e-9, (query, seed)
@@ -238,3 +246,59 @@ def test_a_rows_w_dot_x_is_the_same_whatever_rows_come_before_it():
     for extra in (np.zeros((1, 8)), rng.random((7, 8))):
         assert np.array_equal(row_dot(np.vstack([extra, x]), w)[len(extra):], alone)
     assert np.array_equal(row_dot(x[::-1], w)[::-1], alone)
+
+
+@pytest.mark.parametrize("theta", THETAS[1:])
+def test_an_individuals_pairs_reach_the_transition_bounds(theta):
+    """The newcomer's kept rows all alike in A: its theta - 1 pairs share a cell (L2 theta - 1) unless B, the
+    clock, is distinct per individual, where they take distinct cells (L2 sqrt of the pairs, B's 4 codes
+    allowing at most 3); its span is one count either way."""
+    d, d2 = neighbours(theta, True, 0)
+    plain = Transitions("A", "G", (1, 0))
+    change = exact(table(d2, theta), plain) - exact(table(d, theta), plain)
+    assert np.sqrt((change ** 2).sum()) == pytest.approx(theta - 1) == plain.sensitivity(PrivacyUnit(theta)).l2
+    d, d2 = distinct_neighbours(theta, 0)
+    by_b = Transitions("A", "B", B_RANKS)
+    change = exact(distinct_table(d2, theta), by_b) - exact(distinct_table(d, theta), by_b)
+    pairs = min(theta, 4) - 1
+    assert np.sqrt((change ** 2).sum()) == pytest.approx(np.sqrt(pairs))
+    assert by_b.sensitivity(PrivacyUnit(theta, ("B",))).l2 == pytest.approx(np.sqrt(theta - 1))
+    spans = IndividualSpans("B", B_RANKS, theta)
+    change = exact(distinct_table(d2, theta), spans) - exact(distinct_table(d, theta), spans)
+    assert np.abs(change).sum() == 1
+
+
+def test_queries_over_individuals_need_their_ids():
+    d, _ = neighbours(3, False, 0)
+    codes, numeric, _ = d
+    no_ids = PrivateTable(PrivateRecords(codes, numeric), DOMAIN, PrivacyUnit(3), Ledger(1.0, 1e-9),
+                          np.random.default_rng(0))
+    with pytest.raises(ValueError, match="needs each row's individual"):
+        no_ids.measure(IndividualSpans("B", B_RANKS, 3), 1e-3)
+    with pytest.raises(ValueError, match="needs ids"):
+        PrivateTable(PrivateRecords(codes, numeric, by_individual=True), DOMAIN, PrivacyUnit(3), Ledger(1.0, 1e-9),
+                     np.random.default_rng(0))
+    with pytest.raises(ValueError, match="theta 3, the unit's is 2"):
+        table(d, 2).measure(IndividualSpans("B", B_RANKS, 3), 1e-3)
+
+
+def test_spans_and_transitions_on_a_tiny_table():
+    """Brute force: two individuals, B the clock in the order B_RANKS (codes 1, 3, 0, 2)."""
+    codes = np.zeros((5, 5), dtype=np.int32)
+    codes[:, DOMAIN.index("B")] = [0, 1, 3, 2, 1]
+    codes[:, DOMAIN.index("A")] = [2, 0, 1, 1, 2]
+    ids = np.array(["p", "p", "p", "q", "q"], dtype=object)
+    private = table((codes, {"X": np.zeros(5), "Y": np.zeros(5)}, ids), 3)
+    spans = exact(private, IndividualSpans("B", B_RANKS, 3))
+    expected = np.zeros((4, 3))
+    expected[1, 2] = 1  # p: B 1, 3, 0 in clock order, first B 1, three rows
+    expected[1, 1] = 1  # q: B 1, 2, first B 1, two rows
+    assert (spans == expected).all()
+    moves = exact(private, Transitions("A", "B", B_RANKS))
+    expected = np.zeros((4, 3, 3))
+    expected[1, 0, 1] = 1  # p: (B 1, A 0) -> (B 3, A 1)
+    expected[3, 1, 2] = 1  # p: (B 3, A 1) -> (B 0, A 2)
+    expected[1, 2, 1] = 1  # q: (B 1, A 2) -> (B 2, A 1)
+    assert (moves == expected).all()
+    stays = exact(private, Transitions("A", "B", B_RANKS, stays=True))
+    assert (stays == [[0, 0], [0, 2], [0, 0], [0, 1]]).all()  # every pair moves: two from B 1, one from B 3

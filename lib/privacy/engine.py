@@ -29,8 +29,9 @@ import pyarrow as pa
 
 from dpsyn.lib.domain import Domain
 from dpsyn.lib.marginals import compact_codes, count_marginals
-from dpsyn.lib.privacy.bounding import keep_rows
-from dpsyn.lib.privacy.queries import DependencyScores, DomainRecords, Marginal, Query, independence_gap
+from dpsyn.lib.privacy.bounding import individual_codes, keep_rows
+from dpsyn.lib.privacy.queries import (BY_INDIVIDUAL, DependencyScores, DomainRecords, Marginal, Query,
+                                       independence_gap)
 from dpsyn.lib.tasks import run_tasks
 
 ENGINES = ("local", "dask")
@@ -143,15 +144,38 @@ def _piece_bounding_frame(part: Part, offset: int, state: dict[str, Any], key_id
     return _bounding_frame(part.ids, offset, priority, part.codes[:, key_idx] if key_idx else None)
 
 
-def _as_records(part: Part, dropped: np.ndarray | None, domain: Domain) -> DomainRecords:
+def _as_records(part: Part, dropped: np.ndarray | None, domain: Domain, by_individual: bool) -> DomainRecords:
     """The Part's rows but ``dropped`` (positions within it; None: none) as DomainRecords in the compact
-    column-major layout (the Part's own arrays when it keeps all: no copy)."""
-    codes, numeric = part.codes, part.numeric
+    column-major layout (the Part's own arrays when it keeps all: no copy), with each row's individual (its
+    id's text) where ``by_individual``."""
+    codes, numeric, ids = part.codes, part.numeric, part.ids if by_individual else None
     if dropped is not None:
         keep = np.ones(len(codes), dtype=bool)
         keep[dropped] = False
         codes, numeric = codes[keep], {c: v[keep] for c, v in numeric.items()}
-    return DomainRecords(compact_codes(codes, domain.sizes), dict(numeric), domain)
+        ids = ids.filter(pa.array(keep)) if ids is not None else None
+    return DomainRecords(compact_codes(codes, domain.sizes), dict(numeric), domain, ids)
+
+
+def _by_individual_buckets(records: DomainRecords, buckets: int) -> list[tuple[np.ndarray, Any]]:
+    """Held records' (codes, individuals) cut into ``buckets`` by a hash of each row's individual (the id's text or
+    number): every row of one individual lands in one bucket, whichever partition it is held in.  The hash only
+    routes rows; the queries group them by the individuals themselves (queries._individuals)."""
+    people = records.individuals
+    values = people.to_numpy(zero_copy_only=False) if isinstance(people, pa.Array) else np.asarray(people)
+    route = (pd.util.hash_array(np.asarray(values, dtype=object)) % np.uint64(buckets)).astype(np.int64)
+    codes = np.asarray(records.codes)
+    return [(codes[route == b], values[route == b]) for b in range(buckets)]
+
+
+def _by_individual_answers(pieces: list[tuple[np.ndarray, Any]], domain: Domain,
+                           queries: Sequence[Query]) -> list[np.ndarray]:
+    """The queries' answers on one bucket (``_by_individual_buckets``' pieces of it from every partition):
+    all rows of its individuals."""
+    codes = np.concatenate([c for c, _ in pieces]) if pieces else np.zeros((0, len(domain.names)), np.int64)
+    people = np.concatenate([p for _, p in pieces]) if pieces else np.zeros(0, dtype=object)
+    records = DomainRecords(codes, {}, domain, individual_codes(np.asarray(people, dtype=object)))
+    return [q.answer(records) for q in queries]
 
 
 def _part_dropped(frame: pd.DataFrame, theta: int, key_columns: list[str]) -> pd.Series:
@@ -203,6 +227,7 @@ class DaskEngine:
             self.client = Client(scheduler, set_as_default=False)
         self.workers = max(1, len(self.client.scheduler_info().get("workers", {})))
         self.partitions = partitions * self.workers
+        self._domain: Domain | None = None  # the held records' domain
 
     def keep(self, ids: np.ndarray, theta: int, priority: np.ndarray, keys: np.ndarray | None) -> np.ndarray:
         """``keep_rows`` after a shuffle on the id: every id's rows meet in one partition."""
@@ -234,15 +259,16 @@ class DaskEngine:
         return Loaded(pieces, tuple(rows), has_ids, self, tuple(raw_columns)), summaries
 
     def hold_loaded(self, loaded: Loaded, domain: Domain, theta: int, bound_rng: np.random.Generator | None,
-                    key_idx: list[int]) -> list[Any]:
+                    key_idx: list[int], by_individual: bool = False) -> list[Any]:
         """Bounded DomainRecords per partition, on the workers (the handle ``answers`` takes): with ids, each
         row's priority the one ``bound_rng.random(n)`` would give it in file order (so the same rows as
         the local engine), the rows shuffled on the id and cut by ``keep_rows``; only the dropped rows' numbers
-        pass through this process."""
+        pass through this process.  ``by_individual``: each held row keeps its id's text."""
         import dask.dataframe as dd
         from dask.delayed import delayed
+        self._domain = domain
         if bound_rng is None:
-            return [self.client.submit(_as_records, piece, None, domain, pure=False) for piece in loaded.pieces]
+            return [self.client.submit(_as_records, piece, None, domain, False, pure=False) for piece in loaded.pieces]
         offsets = np.r_[0, np.cumsum(loaded.rows)].astype(np.int64)
         state = bound_rng.bit_generator.state
         frames = [delayed(_piece_bounding_frame)(piece, int(offset), state, key_idx)
@@ -251,19 +277,47 @@ class DaskEngine:
                                np.zeros((0, len(key_idx)), np.int64) if key_idx else None)
         dropped = self._dropped(dd.from_delayed(frames, meta=meta), theta)
         bounds = np.searchsorted(dropped, offsets)
-        return [self.client.submit(_as_records, piece, dropped[a:b] - offset if b > a else None, domain, pure=False)
+        return [self.client.submit(_as_records, piece, dropped[a:b] - offset if b > a else None, domain, by_individual,
+                                   pure=False)
                 for piece, a, b, offset in zip(loaded.pieces, bounds[:-1], bounds[1:], offsets[:-1])]
 
     def hold(self, records: DomainRecords) -> list[Any]:
         """Scatters ``records`` to the workers in contiguous row partitions; their futures are the handle."""
+        self._domain = records.domain
         bounds = np.linspace(0, len(records.codes), self.partitions + 1).astype(np.int64)
-        parts = [DomainRecords(records.codes[a:b], {c: v[a:b] for c, v in records.numeric.items()}, records.domain)
+        people = records.individuals
+        parts = [DomainRecords(records.codes[a:b], {c: v[a:b] for c, v in records.numeric.items()}, records.domain,
+                               people[a:b] if people is not None else None)
                  for a, b in zip(bounds[:-1], bounds[1:]) if b > a or len(records.codes) == 0]
         futures: list[Any] = self.client.scatter(parts)
         return futures
 
     def answers(self, held: list[Any], queries: Sequence[Query]) -> list[np.ndarray]:
-        """Per query, the sum over partitions of its additive parts' answers, added in partition order."""
+        """Per query, the sum over partitions of its additive parts' answers, added in partition order; queries
+        over an individual's rows (BY_INDIVIDUAL) on the rows routed to buckets by their individual, so that each
+        bucket holds all of its individuals' rows."""
+        own: list[Query] = [q for q in queries if isinstance(q, BY_INDIVIDUAL)]
+        rest: list[Query] = [q for q in queries if not isinstance(q, BY_INDIVIDUAL)]
+        answers: dict[Query, np.ndarray] = {}
+        if own:
+            answers.update(zip(own, self._by_individual(held, own)))
+        if rest:
+            answers.update(zip(rest, self._additive_answers(held, rest)))
+        return [answers[q] for q in queries]
+
+    def _by_individual(self, held: list[Any], queries: Sequence[Query]) -> list[np.ndarray]:
+        """Answers of queries over an individual's rows: each partition's rows routed to buckets by their
+        individual, every bucket answered on all its rows, the answers added in bucket order."""
+        buckets = self.partitions
+        pieces = [self.client.submit(_by_individual_buckets, part, buckets, pure=False) for part in held]
+        domain = self._domain
+        answered = [self.client.submit(_by_individual_answers,
+                                       [self.client.submit(itemgetter(b), piece, pure=False) for piece in pieces],
+                                       domain, queries, pure=False) for b in range(buckets)]
+        partial = self.client.gather(answered)
+        return [sum(answers[i] for answers in partial) for i in range(len(queries))]
+
+    def _additive_answers(self, held: list[Any], queries: Sequence[Query]) -> list[np.ndarray]:
         flat = [part for q in queries for part in _additive(q)]
         partial = self.client.gather([self.client.submit(exact_answers, p, flat, pure=False) for p in held])
         sums = [sum(answers[i] for answers in partial) for i in range(len(flat))]

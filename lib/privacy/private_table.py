@@ -29,10 +29,12 @@ import pyarrow as pa
 
 from dpsyn.lib.domain import Domain
 from dpsyn.lib.privacy.accounting import Ledger
+from dpsyn.lib.privacy.bounding import individual_codes
 from dpsyn.lib.marginals import compact_codes
 from dpsyn.lib.privacy.engine import Loaded, LocalEngine
 from dpsyn.lib.privacy.mechanisms import LedgerStep, exponential_mechanism, gaussian_mechanism
-from dpsyn.lib.privacy.queries import MAX_ROWS_BITS, QUERY_KINDS, DomainRecords, Marginal, Query, Sensitivity
+from dpsyn.lib.privacy.queries import (BY_INDIVIDUAL, MAX_ROWS_BITS, QUERY_KINDS, DomainRecords, Marginal, Query,
+                                       Sensitivity)
 from dpsyn.lib.privacy.unit import PrivacyUnit
 
 if TYPE_CHECKING:
@@ -114,12 +116,14 @@ class PrivateRecords:
     """A run's private records before bounding: n × d codes in domain order, the raw values (NaN = null) of
     the numeric columns whose values a query may read, and each row's individual (the ids' exact text, or
     None), or the same left on the Dask engine's workers (``loaded``, engine.Loaded, instead of the three).
-    Held by the release and by the private table; a method never sees them."""
+    ``by_individual``: the private table keeps each bounded row's individual beside it, so that queries over
+    an individual's rows (queries.IndividualSpans, queries.Transitions) can be answered; ids are needed.  Held by the release and by the private table; a method never sees them."""
 
     codes: np.ndarray | None
     numeric: Mapping[str, np.ndarray] | None = None
     ids: pa.Array | np.ndarray | None = None  # the ids' exact text
     loaded: Loaded | None = None
+    by_individual: bool = False  # hold each kept row's individual, for the queries that read it
 
 
 class PrivateTable:
@@ -157,10 +161,13 @@ class PrivateTable:
         if has_ids and bound_rng is None:
             raise ValueError("bounding needs its own generator (bound_rng), never the noise's")
         held: Any  # the engine's handle on the bounded records
+        if records.by_individual and not has_ids:
+            raise ValueError("holding each row's individual needs ids")
         if loaded is not None:  # rows the engine already read onto its workers
             owner, raw_columns = loaded.engine, loaded.raw_columns
             engine, held = owner, owner.hold_loaded(loaded, domain, theta, bound_rng if loaded.has_ids else None,
-                                                    domain.indices(distinct) if distinct and loaded.has_ids else [])
+                                                    domain.indices(distinct) if distinct and loaded.has_ids else [],
+                                                    records.by_individual)
         else:
             codes, numeric = records.codes, dict(records.numeric or {})
             if codes is None:
@@ -168,13 +175,15 @@ class PrivateTable:
             if not set(numeric) <= set(domain.ranges):
                 raise ValueError("raw values can be held only of the domain's numeric columns")
             engine = engine if engine is not None else LocalEngine()
+            people = individual_codes(ids) if records.by_individual else None
             if ids is not None and bound_rng is not None:  # with ids the generator is there (checked above)
                 keys = codes[:, domain.indices(distinct)] if distinct else None
                 keep = engine.keep(ids, theta, bound_rng.random(len(ids)), keys)  # one random priority per row
                 if len(keep) < len(ids):  # else every row is kept, in order: no copy
                     codes = codes[keep]
                     numeric = {name: values[keep] for name, values in numeric.items()}
-            held = engine.hold(DomainRecords(compact_codes(codes, domain.sizes), numeric, domain))
+                    people = people[keep] if people is not None else None
+            held = engine.hold(DomainRecords(compact_codes(codes, domain.sizes), numeric, domain, people))
             raw_columns = tuple(numeric)
         self.domain, self.__unit = domain, unit
         self.raw_columns = tuple(c for c in domain.names if c in raw_columns)  # public: whose raw values are held
@@ -298,6 +307,8 @@ class PrivateTable:
         ps = np.zeros(len(candidates)) if penalties is None else np.asarray(penalties, dtype=np.float64)
         if not candidates or not len(references) == len(ws) == len(ps) == len(candidates):
             raise ValueError("select needs candidates with one reference, weight and penalty each")
+        if any(isinstance(q, BY_INDIVIDUAL) for q in candidates):  # the scores' float bound counts rows, not people
+            raise TypeError("select does not take queries over an individual's rows")
         if not (np.isfinite(ws).all() and (ws > 0).all() and np.isfinite(ps).all()):
             raise ValueError("select needs finite positive weights and finite penalties")
         for query, reference in zip(candidates, references):

@@ -23,13 +23,14 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Any, Mapping
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from dpsyn.lib.domain import Domain, scale_to_unit
 from dpsyn.lib.marginals import cell_index, count_marginal
+from dpsyn.lib.privacy.bounding import individual_codes
 from dpsyn.lib.privacy.unit import PrivacyUnit
 
 EXACT_BOX_COLUMNS = 12  # up to this many columns, max over [0,1]^p of ||Wx||_2 is found at the 2^p corners
@@ -44,6 +45,7 @@ class DomainRecords:
     codes: np.ndarray
     numeric: Mapping[str, np.ndarray]
     domain: Domain
+    individuals: Any = None  # each row's individual (integers, or ids' text: equal, one individual); None: unknown
 
     def scaled(self, columns: tuple[str, ...], bounds: tuple[tuple[float, float], ...] = ()) -> np.ndarray:
         """n × p raw values of ``columns`` scaled to [0, 1] (NaN = null) by their public range, or by
@@ -568,6 +570,128 @@ class LogisticGradients:
         return f"logistic-loss gradient sums for {self.label} from {len(self.columns)} columns"
 
 
+def _individuals(records: DomainRecords, what: str) -> np.ndarray:
+    """Each row's individual as an integer (equal for two rows exactly when their individuals are), refusing
+    records whose individuals are unknown."""
+    if records.individuals is None:
+        raise ValueError(f"{what} needs each row's individual (an id column)")
+    if isinstance(records.individuals, np.ndarray) and records.individuals.dtype.kind in "iu":
+        return records.individuals.astype(np.int64)
+    return individual_codes(records.individuals)
+
+
+def _check_clock(domain: Domain, clock: str, ranks: tuple[int, ...], what: str) -> None:
+    _check_columns(domain, (clock,), None, what)
+    if domain.is_numeric(clock):
+        raise ValueError(f"{what}: the clock {clock} must be a categorical column")
+    if sorted(ranks) != list(range(domain.sizes[domain.index(clock)])):
+        raise ValueError(f"{what}: ranks must order every code of {clock} once")
+
+
+@dataclass(frozen=True)
+class IndividualSpans:
+    """The number of individuals by the code of ``clock`` on their first row (first in the order ``ranks``,
+    rank of each code of the clock) and by how many rows they have (1 to ``theta``, the unit's theta).
+    Shape: clock codes × theta.  Reads each row's individual: records without one are refused."""
+
+    clock: str
+    ranks: tuple[int, ...]
+    theta: int
+    integer = True
+    raw_columns = ()  # no raw numeric value is read: codes only
+
+    def validate(self, domain: Domain) -> None:
+        _check_clock(domain, self.clock, self.ranks, f"individual spans by {self.clock}")
+        if self.theta < 1:
+            raise ValueError("individual spans need theta >= 1")
+
+    def shape(self, domain: Domain) -> tuple[int, ...]:
+        return (domain.sizes[domain.index(self.clock)], self.theta)
+
+    def answer(self, records: DomainRecords) -> np.ndarray:
+        individuals = _individuals(records, self.describe())
+        rank = np.asarray(self.ranks, dtype=np.int64)[records.codes[:, records.domain.index(self.clock)]]
+        order = np.lexsort((rank, individuals))  # by individual, then by clock
+        people, starts, rows = np.unique(individuals[order], return_index=True, return_counts=True)
+        rows = np.minimum(rows, self.theta)  # bounding keeps at most theta; each individual stays one count either way
+        first = records.codes[order[starts], records.domain.index(self.clock)].astype(np.int64)
+        n_codes = records.domain.sizes[records.domain.index(self.clock)]
+        return np.bincount(first * self.theta + rows - 1, minlength=n_codes * self.theta).reshape(n_codes, self.theta)
+
+    def sensitivity(self, unit: PrivacyUnit) -> Sensitivity:
+        if unit.theta != self.theta:
+            raise ValueError(f"{self.describe()} is for theta {self.theta}, the unit's is {unit.theta}")
+        return Sensitivity(1.0, 1.0, f"{self.describe()}: one individual is one count, in one cell (its first "
+                                     f"row and its number of rows after bounding to theta), so adding or removing "
+                                     f"one changes one count by 1")
+
+    def describe(self) -> str:
+        return f"individuals by first {self.clock} and rows (1 to {self.theta})"
+
+
+@dataclass(frozen=True)
+class Transitions:
+    """For each pair of consecutive rows of one individual (its rows in the order ``ranks`` of ``clock``'s
+    codes; rows alike in the clock in their original order), the count per cell (the first row's clock code,
+    the first row's code of ``column``, the second row's code); with ``stays`` (for columns with many codes)
+    the count per cell (the first row's clock code, whether the second row's code equals the first's: 0 it
+    does, 1 it does not).  Shape: clock codes × column codes × column codes, or clock codes × 2 with
+    ``stays``.  An individual with at most
+    theta rows gives at most theta - 1 pairs.  Reads each row's individual: records without one are refused."""
+
+    column: str
+    clock: str
+    ranks: tuple[int, ...]
+    stays: bool = False
+    integer = True
+    raw_columns = ()  # no raw numeric value is read: codes only
+
+    def validate(self, domain: Domain) -> None:
+        _check_clock(domain, self.clock, self.ranks, f"transitions of {self.column}")
+        _check_columns(domain, (self.column,), None, f"transitions of {self.column}")
+        if self.column == self.clock:
+            raise ValueError(f"transitions of {self.column}: the column is the clock")
+
+    def shape(self, domain: Domain) -> tuple[int, ...]:
+        k = domain.sizes[domain.index(self.column)]
+        clocks = domain.sizes[domain.index(self.clock)]
+        return (clocks, 2) if self.stays else (clocks, k, k)
+
+    def answer(self, records: DomainRecords) -> np.ndarray:
+        individuals = _individuals(records, self.describe())
+        domain = records.domain
+        clock = records.codes[:, domain.index(self.clock)].astype(np.int64)
+        value = records.codes[:, domain.index(self.column)].astype(np.int64)
+        order = np.lexsort((np.asarray(self.ranks, dtype=np.int64)[clock], individuals))
+        same = individuals[order][1:] == individuals[order][:-1]  # consecutive rows of one individual
+        first, second = order[:-1][same], order[1:][same]
+        shape = self.shape(domain)
+        if self.stays:
+            cells = clock[first] * 2 + (value[second] != value[first])
+        else:
+            cells = (clock[first] * shape[1] + value[first]) * shape[2] + value[second]
+        return np.bincount(cells, minlength=int(np.prod(shape))).reshape(shape)
+
+    def sensitivity(self, unit: PrivacyUnit) -> Sensitivity:
+        pairs = unit.theta - 1
+        what = self.describe()
+        if pairs == 0:
+            raise ValueError(f"{what}: with theta 1 an individual has no two rows (nothing to measure)")
+        if unit.separates((self.clock,)):
+            return Sensitivity(pairs, math.sqrt(pairs),
+                               f"{what}: one individual (theta={unit.theta} rows) gives at most {pairs} pairs of "
+                               f"consecutive rows, each one count; no two of its rows share {self.clock}, so its "
+                               f"pairs lie in distinct cells (the first row's {self.clock}): sqrt({pairs}) in L2")
+        return Sensitivity(pairs, pairs, f"{what}: one individual (theta={unit.theta} rows) gives at most {pairs} "
+                                         f"pairs of consecutive rows, each one count, possibly in one cell")
+
+    def describe(self) -> str:
+        return f"{'stays' if self.stays else 'transitions'} of {self.column} between consecutive {self.clock}"
+
+
+BY_INDIVIDUAL = (IndividualSpans, Transitions)  # the kinds that read each row's individual
+
 QUERY_KINDS = (Marginal, Thresholds, LinearSums, DependencyScores, CellHistogram, Intervals, Moments,
-               LogisticGradients)
-Query = Marginal | Thresholds | LinearSums | DependencyScores | CellHistogram | Intervals | Moments | LogisticGradients
+               LogisticGradients, IndividualSpans, Transitions)
+Query = (Marginal | Thresholds | LinearSums | DependencyScores | CellHistogram | Intervals | Moments
+         | LogisticGradients | IndividualSpans | Transitions)

@@ -1,0 +1,110 @@
+"""Linking synthetic rows into individuals (lib/linking.py, stages/individuals.py): the span plan against brute
+force, the links on tiny tables with a known answer, and releases whose individuals keep their stable columns
+and advance their advancing ones (a property over seeds)."""
+import itertools
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dpsyn import api
+from dpsyn.lib.linking import NO_KEY, Rows, coverage, link, plan_spans
+
+
+def test_the_span_plan_covers_every_position_and_rounds_the_nearest_real_plan():
+    """Brute force on a grid of real plans of 3 positions, theta 2 (a spans over positions 0-1, b over 1-2; one-row
+    individuals fill the rest): the plan covers each position exactly and lies within 1 of the best one."""
+    rows = np.array([4, 5, 3])
+    noisy = np.array([[1.2, 2.6], [0.4, 1.9], [2.0, 7.0]])
+    plan = plan_spans(noisy, rows)
+    assert (coverage(3, 2) @ plan.ravel() == rows).all() and (plan >= 0).all() and plan[2, 1] == 0
+    best = None
+    for a, b in itertools.product(np.arange(0, 4.001, 0.01), repeat=2):
+        singles = rows - np.array([a, a + b, b])
+        if (singles >= 0).all():
+            candidate = np.array([[singles[0], a], [singles[1], b], [singles[2], 0]])
+            error = ((candidate - noisy)[:, 0] ** 2).sum() + ((candidate - noisy)[:2, 1] ** 2).sum()
+            best = min(best or (error, candidate), (error, candidate), key=lambda e: e[0])
+    assert np.abs(plan - best[1]).max() < 1
+
+
+def test_a_feasible_plan_is_kept_as_measured():
+    spans = np.array([[3, 2, 1], [2, 1, 0], [4, 0, 0]])
+    rows = coverage(3, 3) @ spans.ravel()
+    assert (plan_spans(spans.astype(float), rows.astype(np.int64)) == spans).all()
+
+
+def test_links_follow_the_keys_and_the_plan():
+    """Position 0: rows 0 and 1, whose followers must have keys 7 and 8; position 1: rows 2 (key 8) and 3 (key 7).
+    Two individuals of two rows planned: 0 with 3, 1 with 2."""
+    wanted = np.array([7, 8, NO_KEY, NO_KEY])
+    rows = Rows(np.array([0, 0, 1, 1]), np.array([0, 0, 8, 7]), lambda first, t: wanted[first])
+    people = link(rows, np.array([[0, 2], [0, 0]]), np.random.default_rng(0))
+    assert people[0] == people[3] and people[1] == people[2] and people[0] != people[1]
+
+
+def test_links_prefer_likely_changes_and_ones_plan_leaves_rows_alone():
+    """One block; a followed column whose code stays (log-score 0) or changes (-20): the two planned links keep
+    their codes; the third row of position 1 is an individual of its own."""
+    codes = np.array([0, 1, 1, 0, 2])
+    logp = np.full((2, 3, 3), -20.0)
+    logp[:, np.arange(3), np.arange(3)] = 0.0
+    rows = Rows(np.array([0, 0, 1, 1, 1]), np.zeros(5, dtype=np.int64),
+                lambda first, t: np.zeros(len(first), dtype=np.int64), ((codes, logp),))
+    for seed in range(5):
+        people = link(rows, np.array([[0, 2], [1, 0]]), np.random.default_rng(seed))
+        assert people[0] == people[3] and people[1] == people[2] and len(set(people)) == 3
+
+
+def panel(people: int, seed: int) -> pd.DataFrame:
+    """Individuals in 1 to 4 consecutive years of 2015-2018, SEX fixed, AGE + 1 a year, EMP changing."""
+    rng = np.random.default_rng(seed)
+    years = rng.integers(1, 5, people)
+    first = rng.integers(0, 5 - years)
+    person = np.repeat(np.arange(people), years)
+    offset = np.arange(len(person)) - np.repeat(np.cumsum(years) - years, years)
+    age = rng.integers(0, 78, people)[person] + offset  # up to 80, the schema's max
+    emp = np.where(rng.random(len(person)) < 0.8, (age > 20).astype(int), rng.integers(0, 2, len(person)))
+    return pd.DataFrame({"id": person.astype(str), "YEAR": 2015 + first[person] + offset,
+                         "SEX": rng.integers(1, 3, people)[person], "AGE": age, "EMP": emp})
+
+
+PARAMS = {"runs": [{"epsilon": 5.0, "delta": 1e-9, "max_records": 10000, "max_records_per_individual": 4}],
+          "schema": {"YEAR": {"dtype": "int", "values": [2015, 2016, 2017, 2018]},
+                     "SEX": {"dtype": "int", "values": [1, 2]},
+                     "AGE": {"dtype": "int", "min": 0, "max": 80},  # some individuals reach it
+                     "EMP": {"dtype": "int", "values": [0, 1]}},
+          "distinct_per_individual": ["YEAR"],
+          "individual": {"stable": ["SEX"], "advances": {"AGE": "YEAR"}, "follow": ["EMP"]}}
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_released_individuals_keep_stable_columns_and_advance(tmp_path, seed):
+    out = tmp_path / "out.csv"
+    api.release(panel(600, seed), PARAMS, method="histogram", seed=seed, id_column="id", output=out,
+                group_columns=("YEAR",))
+    table = pd.read_csv(out).sort_values(["id", "YEAR"])
+    assert table.groupby("id")["SEX"].nunique().max() == 1
+    step = table.groupby("id")[["YEAR", "AGE"]].diff().dropna()
+    assert len(step) > 0.3 * len(table) and (step["AGE"] == step["YEAR"]).all() and (step["YEAR"] == 1).all()
+    assert table.groupby("id").size().max() <= 4
+
+
+def test_linking_needs_ids_and_the_clock_distinct(tmp_path):
+    data = panel(100, 0)
+    with pytest.raises(api.OptionError, match="needs the private file's id column"):
+        api.release(data.drop(columns="id"), PARAMS, method="histogram", seed=0, group_columns=("YEAR",))
+    with pytest.raises(api.OptionError, match="YEAR orders an individual's rows"):
+        api.release(data, PARAMS, method="histogram", seed=0, id_column="id", distinct_per_individual=(),
+                    group_columns=("YEAR",))
+
+
+def test_the_plan_has_the_individuals_node_only_where_theta_allows_pairs():
+    params = json.loads(json.dumps(PARAMS))
+    params["runs"].append(dict(params["runs"][0], max_records_per_individual=1, epsilon=1.0))
+    with_pairs, single = api.plan(params, method="histogram")
+    assert [n.name for n in with_pairs.nodes][-2:] == ["individuals", "method"]
+    assert [c.name for c in with_pairs.node("individuals").children] == [
+        "individuals by first YEAR and rows (1 to 4)", "transitions of EMP between consecutive YEAR"]
+    assert "individuals" not in [n.name for n in single.nodes]
