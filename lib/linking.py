@@ -122,23 +122,18 @@ def link(rows: Rows, spans: np.ndarray, rng: np.random.Generator, piece: int = 4
 def _links(rows: Rows, current: tuple[np.ndarray, np.ndarray], following: np.ndarray, left: np.ndarray,
            planned: int, rng: np.random.Generator, piece: int) -> list[tuple[int, int]]:
     """(row, next row) links between the rows of one position (``current``: them, and the keys their followers
-    must have) and the rows ``following`` of the next: within each block, every individual planned to go on (``left`` > 0) is matched if the block has a
-    row for it; then, up to ``planned`` links in all, pairs of an individual planned to end and a row left over
-    in its block, cheapest first."""
+    must have) and the rows ``following`` of the next: within each block, every individual planned to go on
+    (``left`` > 0) is matched if the block has a row for it; then, up to ``planned`` links in all, pairs of an
+    individual planned to end and a row left over in its block, cheapest first."""
     out: list[tuple[int, int]] = []
     spare: list[tuple[float, int, int]] = []
-    by_key: dict[int, list[int]] = {}
-    for j in following:
-        by_key.setdefault(int(rows.key[j]), []).append(int(j))
-    chains: dict[int, list[int]] = {}
-    for i, wanted in zip(*current):
-        if wanted != NO_KEY:
-            chains.setdefault(int(wanted), []).append(int(i))
-    for key, members in chains.items():
+    members, wanted = current
+    by_key = _groups(rows.key[following], following)
+    for key, chains in _groups(wanted[wanted != NO_KEY], members[wanted != NO_KEY]).items():
         candidates = by_key.get(key)
-        if not candidates:
+        if candidates is None:
             continue
-        a, b = _by_codes(rows, np.asarray(members)), _by_codes(rows, np.asarray(candidates))
+        a, b = _by_codes(rows, chains), _by_codes(rows, candidates)
         parts = max(1, -(-max(len(a), len(b)) // piece))
         for pa, pb in zip(np.array_split(a, parts), np.array_split(b, parts)):
             go, stop = pa[left[pa] > 0], pa[left[pa] == 0]
@@ -152,11 +147,20 @@ def _links(rows: Rows, current: tuple[np.ndarray, np.ndarray], following: np.nda
                 cost = _costs(rows, stop, rest, rng)
                 r, c = linear_sum_assignment(cost)
                 spare += [(float(cost[x, y]), int(stop[x]), int(rest[y])) for x, y in zip(r, c)]
-    wanted = planned - len(out)
-    if wanted > 0 and spare:
+    more = planned - len(out)
+    if more > 0 and spare:
         spare.sort()
-        out += [(i, j) for _, i, j in spare[:wanted]]
+        out += [(i, j) for _, i, j in spare[:more]]
     return out
+
+
+def _groups(keys: np.ndarray, members: np.ndarray) -> dict[int, np.ndarray]:
+    """``members`` grouped by their ``keys`` (in increasing key order; each group in the members' order)."""
+    order = np.argsort(keys, kind="stable")
+    ordered = keys[order]
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]]) if len(ordered) else np.zeros(0, dtype=np.int64)
+    ends = np.r_[starts[1:], len(ordered)]
+    return {int(ordered[s]): members[order[s:e]] for s, e in zip(starts, ends)}
 
 
 def _by_codes(rows: Rows, members: np.ndarray) -> np.ndarray:
@@ -172,9 +176,10 @@ def _by_codes(rows: Rows, members: np.ndarray) -> np.ndarray:
 def _costs(rows: Rows, a: np.ndarray, b: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """|a| × |b|: minus the log-scores of each link's changes in the followed columns, minus Gumbel noise."""
     cost = -rng.gumbel(size=(len(a), len(b)))
-    t = rows.position[a][:, None]
+    t = int(rows.position[a[0]])  # one position: the rows of a link come from one clock value
     for codes, logp in rows.follow:
-        cost -= logp[t, codes[a][:, None], codes[b][None, :]]
+        cost -= logp[t][codes[a][:, None], codes[b][None, :]]
     for codes, scores in rows.stays:
-        cost -= scores[t, codes[a][:, None], (codes[a][:, None] != codes[b][None, :]).astype(np.int64)]
+        ca = codes[a][:, None]
+        cost -= np.where(ca == codes[b][None, :], scores[t, codes[a], 0][:, None], scores[t, codes[a], 1][:, None])
     return cost

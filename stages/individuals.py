@@ -57,6 +57,7 @@ class Linking:
     ranks: tuple[int, ...]
     times: tuple[float, ...]
     stays: tuple[str, ...] = ()
+    combinations: int = 1  # code combinations of the stable and advancing columns
 
     @classmethod
     def of(cls, individual: Individual, encoder: Encoder) -> "Linking":
@@ -70,13 +71,19 @@ class Linking:
         ranks = np.empty(len(values), dtype=np.int64)
         ranks[order] = np.arange(len(values))
         stays = tuple(c for c in individual.follow if encoder.coder(c).size > T.individuals_stays_codes)
-        return cls(individual, individual.clock, tuple(int(r) for r in ranks), tuple(sorted(values)), stays)
+        combinations = math.prod(encoder.coder(c).size for c in individual.stable + tuple(a for a, _ in individual.advances))
+        return cls(individual, individual.clock, tuple(int(r) for r in ranks), tuple(sorted(values)), stays,
+                   combinations)
 
     def problems(self, unit: PrivacyUnit) -> list[str]:
-        """Why rows cannot be linked under ``unit`` (one line each): the clock must stay distinct per individual."""
+        """Why rows cannot be linked under ``unit`` (one line each): the clock must stay distinct per individual,
+        and the stable and advancing columns' code combinations must fit one 64-bit key."""
+        out = [] if self.combinations < 2 ** 62 else [
+            f"individual: the stable and advancing columns have {self.combinations} combinations of codes, more "
+            f"than 2**62; declare fewer"]
         if unit.separates((self.clock,)):
-            return []
-        return [f"individual: {self.clock} orders an individual's rows, so it must be the one column distinct per "
+            return out
+        return out + [f"individual: {self.clock} orders an individual's rows, so it must be the one column distinct per "
                 f"individual (distinct_per_individual [\"{self.clock}\"]; --distinct-per-individual gave "
                 f"{', '.join(unit.distinct) or 'none'})"]
 
@@ -164,17 +171,25 @@ class _Keys:
     """Which rows may follow which: a row's key is its stable codes and its advancing codes; the follower at
     position t + 1 of an individual whose first row is f must have f's stable codes and the codes of f's
     advancing values moved by the clock's difference from f's position to t + 1 (NO_KEY past the last
-    position, or where a moved value passes its column's range)."""
+    position, or where a moved value passes its column's range, or where no row has that key).  Codes are
+    combined into one number per row (mixed radix over the columns' sizes), numbered by ``np.unique``."""
 
     def __init__(self, records: Records, position: np.ndarray, linking: Linking, encoder: Encoder):
         domain = encoder.domain
         self.position, self.times = position, np.asarray(linking.times)
-        self.stable = [records.codes[:, domain.index(c)].astype(np.int64) for c in linking.individual.stable]
-        self.advancing = [(encoder.coder(c), records.raw[c]) for c, _ in linking.individual.advances]
-        mine = np.column_stack(self.stable + [records.codes[:, domain.index(c)].astype(np.int64)
-                                              for c, _ in linking.individual.advances] or [np.zeros(len(position))])
-        self.ids: dict[tuple, int] = {}
-        self.key = np.array([self.ids.setdefault(tuple(row), len(self.ids)) for row in mine.tolist()], dtype=np.int64)
+        stable, advances = list(linking.individual.stable), [c for c, _ in linking.individual.advances]
+        self.stable = [records.codes[:, domain.index(c)].astype(np.int64) for c in stable]
+        self.advancing = [(encoder.coder(c), records.raw[c]) for c in advances]
+        self.radix = np.cumprod([1] + [domain.sizes[domain.index(c)] for c in stable + advances])  # < 2**62: problems
+        mine = self._combined(self.stable + [records.codes[:, domain.index(c)].astype(np.int64) for c in advances])
+        self.known, key = np.unique(mine, return_inverse=True)
+        self.key = key.astype(np.int64)
+
+    def _combined(self, columns: list[np.ndarray]) -> np.ndarray:
+        out = np.zeros(len(columns[0]) if columns else len(self.position), dtype=np.int64)
+        for codes, weight in zip(columns, self.radix):
+            out += codes * int(weight)
+        return out
 
     def __call__(self, first: np.ndarray, t: int) -> np.ndarray:
         if t + 1 >= len(self.times):
@@ -184,9 +199,9 @@ class _Keys:
             moved = raw[first] + (self.times[t + 1] - self.times[self.position[first]])
             parts.append(coder.encode(moved).astype(np.int64))
             gone |= moved > coder.column.high
-        wanted = np.column_stack(parts or [np.zeros(len(first))])
-        keys = np.array([self.ids.get(tuple(row), NO_KEY) for row in wanted.tolist()], dtype=np.int64)
-        return np.where(gone, NO_KEY, keys)
+        wanted = self._combined(parts) if parts else np.zeros(len(first), dtype=np.int64)
+        at = np.minimum(np.searchsorted(self.known, wanted), len(self.known) - 1)
+        return np.where(gone | (self.known[at] != wanted), NO_KEY, at)
 
 
 @dataclass(frozen=True)
