@@ -11,9 +11,9 @@ BENCH_DATA).  It runs, each dataset in its own process (``--workers`` at a time)
   and the paper's setting (adult_raw, five moments, half of ε = 2's ρ);
 * the moments' noise floor: ``bench/moment_floor.py``;
 
-and writes one page of tables with the commands that made them (the "## Scale", "## Generalization suite" and
-"## SDNist" sections, which ``bench/bench_scale.py``, ``bench/generalization.py`` and ``bench/sdnist_report.py``
-write, are kept as they are).  History stays in git.
+and writes one page of tables with the commands that made them (the "## Scale", "## Generalization suite",
+"## SDNist" and "## Synthetic individuals" sections, which ``bench/bench_scale.py``, ``bench/generalization.py``,
+``bench/sdnist_report.py`` and ``bench/individuals.py`` write, are kept as they are).  History stays in git.
 """
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ sys.path.insert(0, str(ROOT))
 from bench import sections  # noqa: E402
 from bench.bench_scale import SECTION as SCALE  # noqa: E402
 from bench.generalization import SECTION as GENERALIZATION  # noqa: E402
+from bench.individuals import SECTION as INDIVIDUALS  # noqa: E402
 from bench.sdnist_report import SECTION as SDNIST  # noqa: E402
 
 OUT = HERE / "out" / "results"
@@ -74,8 +75,9 @@ def page(tables: dict[str, list[str]], commands: dict[str, list[str]], seeds: in
     parts = [
         "# Benchmark results",
         "",
-        f"Current tables only, all made by `python bench/results.py` (mean of {seeds} seeds; 2 cores, 24 GiB; "
-        "benchmarks ran two at a time, so wall times are inflated). History is in git.",
+        f"Current tables only, made by `python bench/results.py` and, for the sections that say so, the commands they "
+        f"name (mean of {seeds} seeds; 2 cores, 24 GiB; benchmarks ran two at a time, so wall times are inflated). "
+        "History is in git.",
         "",
         "## Accuracy: every dataset, our methods and the peers",
         "",
@@ -130,9 +132,10 @@ def main() -> None:
     with ThreadPoolExecutor(args.workers) as pool:
         tables = {name: lines for name, lines, _ in pool.map(lambda item: run(*item), commands.items())}
     old = args.out.read_text() if args.out.exists() else ""
-    # the sections other commands write (bench/bench_scale.py, bench/generalization.py, bench/sdnist_report.py),
-    # kept as they are
-    kept = [text for text in (sections.existing(old, h) for h in (SCALE, GENERALIZATION, SDNIST)) if text]
+    # the sections other commands write (bench/bench_scale.py, bench/generalization.py, bench/sdnist_report.py,
+    # bench/individuals.py), kept as they are
+    kept = [text for text in (sections.existing(old, h) for h in (SCALE, GENERALIZATION, SDNIST, INDIVIDUALS))
+            if text]
     args.out.write_text(page(tables, commands, args.seeds, args.aim_cap) + "".join("\n" + text for text in kept))
     print(args.out)
 
