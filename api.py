@@ -104,7 +104,8 @@ def release(private: pd.DataFrame | str | Path, params: Mapping | str | Path | S
     header = list(private.columns) if isinstance(private, pd.DataFrame) else read_header(private)
     id_column = s.id_column or (DEFAULT_ID_COLUMN if DEFAULT_ID_COLUMN in header else None)
     pipeline = pipeline_for(side, spec, reweighting, s.bin_values)
-    if pipeline.linking is not None and id_column is None and max(r.max_records_per_individual for r in schema.runs) > 1:
+    theta = max(r.max_records_per_individual for r in schema.runs)
+    if pipeline.linking is not None and id_column is None and theta > 1:
         raise OptionError(["individual: linking rows into individuals needs the private file's id column "
                            f"(--id-column; default {DEFAULT_ID_COLUMN}), or drop the parameters' individual section"])
     setup = RunSetup(spec, method_options, groups, s.jobs, id_column, distinct, pipeline)
@@ -166,11 +167,14 @@ def draft_schema(public: pd.DataFrame | str | Path | None, dictionary: Mapping[s
     group-level columns, candidate edit rules: the release's own detection) added to its ``review``
     list.  ``id_column`` (default: sim_individual_id when the public file has it): the public file's individual
     ids, from which θ, the clock and how an individual's rows relate are proposed.  Reads no private data;
-    DataError or SchemaError for unreadable input."""
+    DataError or SchemaError for unreadable input, OptionError for an id column the public file does not have."""
     text = None
     if public is not None:
         text = as_text(public) if isinstance(public, pd.DataFrame) else read_csv_text(public, "public file")
         id_column = id_column or (DEFAULT_ID_COLUMN if DEFAULT_ID_COLUMN in text.columns else None)
+    if id_column is not None and (text is None or id_column not in text.columns):
+        raise OptionError([f"--id-column {id_column}: not a column of the public file (the draft reads individuals "
+                           f"from the public file only)"])
     params = draft_parameters(text, dictionary, id_column=id_column)
     if text is not None:
         schema = parse_schema({k: v for k, v in params.items() if k != "review"})

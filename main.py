@@ -150,8 +150,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="data dictionary JSON: per column a \"values\" object of codes (and \"min\", \"max\")")
     sch.add_argument("--output", type=Path, default=Path("parameters.draft.json"), help="where to write the draft")
     sch.add_argument("--id-column", default=None,
-                     help="the public file's individual ids (default sim_individual_id when present): θ, the clock and "
-                          "the individual section are proposed from them")
+                     help="the public file's individual ids (default sim_individual_id when present): θ, the clock "
+                          "and the individual section are proposed from them")
     sch.add_argument("--quiet", action="store_true", help="only warnings and errors on stderr")
 
     val = sub.add_parser("validate", help="check a submission CSV against a parameters file")

@@ -13,8 +13,8 @@ or more) whose stable columns agree and whose advancing columns advance, and eac
 transition-table TVD.  The transition tables' noise floor is the TVD their measurement's noise alone would
 give the table pooled over the clock, at most 1: E|N(0, σ²)| = σ·sqrt(2/π) per pooled cell (σ the noise sd
 times the square root of the clock values that start pairs) over twice the real table's pairs; for a column
-measured as stays only (PUMA), the floor of its stays table, which is not the whole table scored.  The page section "## Synthetic individuals" of ``--out`` is
-replaced by the table.
+measured as stays only (PUMA), the floor of its stays table, which is not the whole table scored.  The page
+section "## Synthetic individuals" of ``--out`` is replaced by the table.
 """
 from __future__ import annotations
 
@@ -65,9 +65,8 @@ def one(data, params: dict, seed: int, evaluator: Evaluator) -> tuple[dict, floa
     (run,) = release(data.private, params, data.public, "dpsyn", seed=seed, group_columns=data.groups,
                      on_invalid=data.on_invalid, id_column=data.id_column)
     seconds = time.perf_counter() - start
-    table = run.table.astype(str).replace({"<NA>": "NA", "nan": "NA"})
-    ids = run.individuals if run.individuals is not None else np.arange(len(table))
-    table[data.id_column] = ids.astype(str)
+    ids = run.individuals if run.individuals is not None else np.arange(len(run.table))
+    table = run.table.assign(**{data.id_column: ids.astype(str)})
     result = next(iter(evaluator.evaluate(table)["runs"].values()))
     return result, seconds, [m for m in run.measurements if "between consecutive" in m.label]
 
@@ -107,7 +106,8 @@ def main() -> None:
                     + " / ".join(f"{np.mean([r['sprint2_score'] for r, _, _ in runs[v]]):.1f}" for v in runs) + " | "
                     + " / ".join(f"{np.mean([s for _, s, _ in runs[v]]):.1f}" for v in runs) + " | "
                     f"{np.mean([p['rows_per_individual_tvd'] for p in people]):.3f} | "
-                    f"{np.mean([p['stable_agree'] for p in people]):.1%} | {np.mean([p['advance'] for p in people]):.1%} "
+                    f"{np.mean([p['stable_agree'] for p in people]):.1%} | "
+                    f"{np.mean([p['advance'] for p in people]):.1%} "
                     f"| {transitions} |")
             lines.append(line)
             print(line, flush=True)

@@ -23,7 +23,8 @@ import pandas as pd
 FOLLOWED = 3  # at most this many followed columns proposed
 
 
-def propose(public: pd.DataFrame, id_column: str, schema: dict[str, dict[str, Any]]) -> tuple[dict[str, Any], list[str]]:
+def propose(public: pd.DataFrame, id_column: str,
+            schema: dict[str, dict[str, Any]]) -> tuple[dict[str, Any], list[str]]:
     """(the draft's top-level entries to add, the lines to review) from ``public`` (text) grouped by ``id_column``."""
     ids = public[id_column].astype(str)
     repeated = public[ids.duplicated(keep=False).to_numpy()]

@@ -94,8 +94,9 @@ class Rows:
 def link(rows: Rows, spans: np.ndarray, rng: np.random.Generator, piece: int = 400) -> np.ndarray:
     """Each row's individual (0, 1, ... in order of first appearance by position), the rows chained position
     by position as ``spans`` (``plan_spans``: individuals by first position and rows) plans, as far as the keys
-    allow (module doc).  ``piece``: blocks with more rows on a side are cut at random into pieces of about
-    this many, each matched alone (an assignment's time grows with the cube of its side)."""
+    allow (module doc).  ``piece``: blocks with more rows on a side are cut into pieces of about this many
+    rows alike in the followed columns, each matched alone (an assignment's time grows with the cube of its
+    side)."""
     n = len(rows.position)
     positions, theta = spans.shape
     individual = np.full(n, -1, dtype=np.int64)

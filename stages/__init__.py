@@ -48,6 +48,7 @@ class Stage:
 
     node: str | None = None
     timer: str = "structure"  # the timing bucket of ``after``
+    reads_individuals = False  # whether ``before`` measures over an individual's rows (the table then holds them)
 
     def active(self, theta: int) -> bool:
         """Whether the stage runs (and has its plan node) in a run whose individuals have ``theta`` rows at most."""

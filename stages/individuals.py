@@ -12,8 +12,8 @@ it links the synthetic rows of consecutive clock values into individuals (lib/li
   difference (a row follows another only if the moved value falls in its bin; the value is then set to it);
 * rows per individual and first clock values follow the noisy counts, fitted to the synthetic rows per clock
   value;
-* a link's cost is minus the log-probability of its followed columns' changes under the noisy transitions
-  (shrunk toward independence by their noise).
+* a link's cost is minus the log-score of its followed columns' changes under the noisy transitions (shrunk
+  by their noise toward "keep the code at the noisy share that stays, else draw the next year's marginal").
 
 Linking changes no code: every marginal of the synthetic rows stays as it was; the values of advancing and
 stable numeric columns move within their bins.  Post-processing but for the two measurements.
@@ -71,7 +71,8 @@ class Linking:
         ranks = np.empty(len(values), dtype=np.int64)
         ranks[order] = np.arange(len(values))
         stays = tuple(c for c in individual.follow if encoder.coder(c).size > T.individuals_stays_codes)
-        combinations = math.prod(encoder.coder(c).size for c in individual.stable + tuple(a for a, _ in individual.advances))
+        keyed = individual.stable + tuple(a for a, _ in individual.advances)
+        combinations = math.prod(encoder.coder(c).size for c in keyed)
         return cls(individual, individual.clock, tuple(int(r) for r in ranks), tuple(sorted(values)), stays,
                    combinations)
 
@@ -83,9 +84,9 @@ class Linking:
             f"than 2**62; declare fewer"]
         if unit.separates((self.clock,)):
             return out
-        return out + [f"individual: {self.clock} orders an individual's rows, so it must be the one column distinct per "
-                f"individual (distinct_per_individual [\"{self.clock}\"]; --distinct-per-individual gave "
-                f"{', '.join(unit.distinct) or 'none'})"]
+        return out + [f"individual: {self.clock} orders an individual's rows, so it must be the one column distinct "
+                      f"per individual (distinct_per_individual [\"{self.clock}\"]; --distinct-per-individual gave "
+                      f"{', '.join(unit.distinct) or 'none'})"]
 
     def queries(self, theta: int) -> list:
         """The spans, then one transitions query per followed column."""
@@ -103,7 +104,7 @@ class Linking:
 class IndividualLinks(Stage):
     """The stage (module doc).  Runs where theta > 1: with one row per individual there is nothing to link."""
 
-    node, timer = INDIVIDUALS, "linking"
+    node, timer, reads_individuals = INDIVIDUALS, "linking", True
 
     def __init__(self, linking: Linking):
         self.linking, self.measured = linking, []
@@ -119,8 +120,9 @@ class IndividualLinks(Stage):
 
     def children(self, rho: float, theta: int) -> tuple[Node, ...]:
         out = []
+        unit = PrivacyUnit(theta, (self.linking.clock,))  # as every release that links (Linking.problems)
         for query, share in zip(self.linking.queries(theta), self.linking.shares()):
-            sigma = gaussian_sigma(_sensitivity(query, theta), share * rho)
+            sigma = gaussian_sigma(query.sensitivity(unit).l2, share * rho)
             out.append(Node(query.describe(), share, f"noise sd {sigma:.3g} per count"))
         return tuple(out)
 
@@ -156,15 +158,9 @@ class IndividualLinks(Stage):
         people = link(Rows(position, keys.key, keys, tuple(follow), tuple(stays)), plan, env.ctx.rng,
                       T.individuals_piece)
         _carry_values(records, people, position, linking, encoder)
-        log.info("linking: %d synthetic individuals, %.2f rows each", people.max() + 1 if len(people) else 0,
-                 len(people) / max(1, people.max() + 1 if len(people) else 1))
+        count = int(people.max()) + 1 if len(people) else 0
+        log.info("linking: %d synthetic individuals, %.2f rows each", count, len(people) / max(count, 1))
         return Records(records.codes, records.raw, people)
-
-
-def _sensitivity(query, theta: int) -> float:
-    """The L2 sensitivity the plan's note assumes: spans 1, transitions sqrt(theta - 1) (the clock is distinct
-    per individual wherever linking runs)."""
-    return 1.0 if isinstance(query, IndividualSpans) else math.sqrt(theta - 1)
 
 
 class _Keys:
@@ -181,12 +177,14 @@ class _Keys:
         self.stable = [records.codes[:, domain.index(c)].astype(np.int64) for c in stable]
         self.advancing = [(encoder.coder(c), records.raw[c]) for c in advances]
         self.radix = np.cumprod([1] + [domain.sizes[domain.index(c)] for c in stable + advances])  # < 2**62: problems
-        mine = self._combined(self.stable + [records.codes[:, domain.index(c)].astype(np.int64) for c in advances])
+        mine = self._combined(self.stable + [records.codes[:, domain.index(c)].astype(np.int64) for c in advances],
+                              len(position))
         self.known, key = np.unique(mine, return_inverse=True)
         self.key = key.astype(np.int64)
 
-    def _combined(self, columns: list[np.ndarray]) -> np.ndarray:
-        out = np.zeros(len(columns[0]) if columns else len(self.position), dtype=np.int64)
+    def _combined(self, columns: list[np.ndarray], n: int) -> np.ndarray:
+        """One number per row for its codes in ``columns`` (mixed radix; 0 for every row without columns)."""
+        out = np.zeros(n, dtype=np.int64)
         for codes, weight in zip(columns, self.radix):
             out += codes * int(weight)
         return out
@@ -197,9 +195,9 @@ class _Keys:
         parts, gone = [s[first] for s in self.stable], np.zeros(len(first), dtype=bool)
         for coder, raw in self.advancing:
             moved = raw[first] + (self.times[t + 1] - self.times[self.position[first]])
-            parts.append(coder.encode(moved).astype(np.int64))
             gone |= moved > coder.column.high
-        wanted = self._combined(parts) if parts else np.zeros(len(first), dtype=np.int64)
+            parts.append(coder.encode(coder.snap(moved)).astype(np.int64))  # on the column's grid, as carried
+        wanted = self._combined(parts, len(first))
         at = np.minimum(np.searchsorted(self.known, wanted), len(self.known) - 1)
         return np.where(gone | (self.known[at] != wanted), NO_KEY, at)
 
@@ -255,7 +253,7 @@ def _carry_values(records: Records, people: np.ndarray, position: np.ndarray, li
     (``_Keys``), so no code changes."""
     columns = [(c, True) for c, _ in linking.individual.advances] + [
         (c, False) for c in linking.individual.stable if c in records.raw]
-    if not columns:
+    if not columns or not len(people):
         return
     order = np.lexsort((position, people))
     starts = np.r_[0, np.flatnonzero(np.diff(people[order])) + 1]
@@ -264,5 +262,6 @@ def _carry_values(records: Records, people: np.ndarray, position: np.ndarray, li
     times = np.asarray(linking.times)
     for column, advances in columns:
         values = records.raw[column]
-        moved = values[first] + (times[position] - times[position[first]]) if advances else values[first]
+        coder = encoder.coder(column)
+        moved = coder.snap(values[first] + (times[position] - times[position[first]])) if advances else values[first]
         records.raw[column] = np.where(first == np.arange(len(first)), values, moved)

@@ -116,9 +116,10 @@ def synthesize_run(side: PublicSide, table: PrivateRecords, run: Run, setup: Run
     pipeline = setup.pipeline if setup.pipeline is not None else stages_of(encoder, structure, setup.spec, None, True)
     plan = plan or plan_run(run, pipeline, setup.spec, setup.options, bool(setup.group_columns))
     ledger, domain = Ledger(run.epsilon, run.delta, plan=plan), encoder.domain
-    start = time.perf_counter()
-    if pipeline.linking is not None and run.max_records_per_individual > 1:  # the linking stage reads individuals
+    stages = [s for s in pipeline.stages() if s.active(run.max_records_per_individual)]
+    if any(s.reads_individuals for s in stages):
         table = dataclasses.replace(table, by_individual=True)
+    start = time.perf_counter()
     private = PrivateTable(table, domain, setup.unit(run), ledger, np.random.default_rng(seeds[1]),
                            np.random.default_rng(seeds[0]), engine)
     bounding = time.perf_counter() - start
@@ -128,7 +129,6 @@ def synthesize_run(side: PublicSide, table: PrivateRecords, run: Run, setup: Run
                      np.random.default_rng(seeds[2]), skip=skip,
                      boxes=Boxes(tuple(b for b in structure.boxes.boxes if not skipped & set(b.columns))),
                      tasks=engine.map if engine is not None else None)
-    stages = [s for s in pipeline.stages() if s.active(run.max_records_per_individual)]
     env = Env(encoder, ctx, structure)
     with ctx.timed("measuring"):
         for stage in stages:

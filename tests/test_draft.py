@@ -86,3 +86,12 @@ def test_a_public_file_with_ids_proposes_the_clock_theta_and_the_individual_sect
     assert params["individual"] == {"stable": ["SEX"], "advances": {"AGE": "YEAR"}, "follow": ["EMP"]}
     assert any(line.startswith("individual: stable SEX") for line in params["review"])
     assert "individual" not in draft_schema(public.drop(columns="pid"))
+
+
+def test_a_draft_id_column_the_public_file_lacks_is_one_line(tmp_path, capsys):
+    public = tmp_path / "public.csv"
+    pd.DataFrame({"A": ["1", "2"]}).to_csv(public, index=False)
+    out = tmp_path / "draft.json"
+    assert main.main(["schema", "draft", "--public", str(public), "--id-column", "pid", "--output", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--id-column pid: not a column of the public file" in err[0] and not out.exists()

@@ -82,8 +82,14 @@ PARAMS = {"runs": [{"epsilon": 5.0, "delta": 1e-9, "max_records": 10000, "max_re
 @pytest.mark.parametrize("seed", range(3))
 def test_released_individuals_keep_stable_columns_and_advance(tmp_path, seed):
     out = tmp_path / "out.csv"
-    api.release(panel(600, seed), PARAMS, method="histogram", seed=seed, id_column="id", output=out,
-                group_columns=("YEAR",))
+    (run,) = api.release(panel(600, seed), PARAMS, method="histogram", seed=seed, id_column="id", output=out,
+                         group_columns=("YEAR",))
+    ledger = run.ledger  # the individuals node spends exactly its share, and the run exactly its budget
+    assert ledger.node_spent("individuals") == pytest.approx(ledger.node_rho("individuals"), rel=1e-12)
+    assert ledger.node_rho("individuals") == pytest.approx(0.05 * ledger.budget, rel=1e-12)
+    assert ledger.spent == pytest.approx(ledger.budget, rel=1e-12)
+    assert ["individuals by first YEAR and rows (1 to 4)", "transitions of EMP between consecutive YEAR"] == [
+        c.step for c in ledger.charges if c.step.startswith(("individuals", "transitions"))]
     table = pd.read_csv(out).sort_values(["id", "YEAR"])
     assert table.groupby("id")["SEX"].nunique().max() == 1
     step = table.groupby("id")[["YEAR", "AGE"]].diff().dropna()
