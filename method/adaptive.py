@@ -12,7 +12,7 @@ post-processes the records (step 4):
 2. rounds: the candidates are every 1-way, 2-way and group × column marginal, the 3-way
    marginals that extend a measured pair and every column by some of the group columns (PUMA × column
    without YEAR: what many small groups can afford to have measured), each at most
-   ``max_cells`` cells.  Without public records, a column of many codes is split into coarse
+   ``max_cells`` cells and, like a pair, in every reading of a split column (exactly or by coarse code).  Without public records, a column of many codes is split into coarse
    code and offset (method/split_columns.py): pairs over it are candidates read exactly or
    coarsely (age in 10s × hours in 10s: 100 cells, not 8,415), triples all exactly or all
    coarsely; where the pairs are noisy, a numeric column with a null token is split at it too,
@@ -203,15 +203,15 @@ class Model:
 
     def group_parts(self, j: int) -> list[tuple[int, ...]]:
         """The measured marginals of column j by some of the group columns (S × j, S a non-empty
-        subset of the group columns in their order)."""
+        subset of the group columns in their order; j read exactly or, where split, by coarse code)."""
         return [c for c in self.consistent if self.by_groups(c) and self.layout.columns(c)[-1] == j]
 
     @per_key
     def by_groups(self, cols: tuple[int, ...]) -> bool:
-        """Whether model key ``cols`` is some group columns and one other column, read exactly."""
+        """Whether model key ``cols`` is some group columns and one other column (read exactly or, where
+        split, by coarse code)."""
         domain = self.layout.columns(cols)
-        return (len(domain) > 1 and set(domain[:-1]) <= set(self.group_idx) and domain[-1] not in self.group_idx
-                and not self.layout.coarse(cols))
+        return len(domain) > 1 and set(domain[:-1]) <= set(self.group_idx) and domain[-1] not in self.group_idx
 
     def per_group_model(self, j: int) -> np.ndarray:
         """Groups × values of column j in the model's layout (group columns' axes, then j's): the
@@ -246,9 +246,10 @@ class Model:
         independent draws, its consistent estimate (``estimates``)."""
         if self.estimates(cols):
             return self.consistent[cols]
-        if self.by_groups(cols):
-            full = self.per_group_model(self.layout.columns(cols)[-1])
-            drop = tuple(i for i, g in enumerate(self.group_idx) if g not in cols)
+        if self.by_groups(cols):  # the per-group model, summed over the group columns and offset cols leaves out
+            j = self.layout.columns(cols)[-1]
+            full = self.per_group_model(j)
+            drop = tuple(i for i, c in enumerate(self.layout.key(self.group_idx + (j,))) if c not in cols)
             return full.sum(axis=drop) if drop else full
         shape = tuple(self.layout.model_sizes[c] for c in cols)
         return count_marginal(self.records[:, list(cols)], shape) * (self.total / max(len(self.records), 1))
@@ -272,7 +273,8 @@ class Model:
         scale = self.total / max(len(self.records), 1)
         specs = [(key, (1,) * len(key), shape) for key, shape in zip(counted, shapes)]
         known = dict(zip(counted, count_marginals(compact_codes(self.records, self.layout.model_sizes), specs, scale)))
-        known.update((key, self.answer(key)) for key in exact_keys if key not in known)  # not from the records
+        known.update((key, self.answer(key)) for key in candidates  # not from the records
+                     if key not in known and (not self.layout.coarse(key) or self.by_groups(key)))
         out = []
         for key in candidates:
             if key in known:
@@ -585,6 +587,6 @@ def candidate_keys(model: Model, other_idx: list[int], max_cells: int) -> list[t
     if model.group_idx:  # by one group column or more: small groups get their columns by PUMA or by YEAR
         widths = range(1, len(model.group_idx) + 1)
         for by in (by for r in widths for by in itertools.combinations(model.group_idx, r)):
-            cells = math.prod(sizes[g] for g in by)
-            out += [layout.key(by + (j,)) for j in other_idx if sizes[j] > 1 and cells * sizes[j] <= max_cells]
+            out += [k for j in other_idx if sizes[j] > 1 for k in layout.readings(by + (j,))
+                    if layout.cells(k) <= max_cells]
     return out
