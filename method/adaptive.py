@@ -12,10 +12,10 @@ post-processes the records (step 4):
 2. rounds: the candidates are every 1-way, 2-way and group × column marginal, the 3-way
    marginals that extend a measured pair and every column by some of the group columns (PUMA × column
    without YEAR: what many small groups can afford to have measured), each at most
-   ``max_cells`` cells and, like a pair, in every reading of a split column (exactly or by coarse code).  Without public records, a column of many codes is split into coarse
-   code and offset (method/split_columns.py): pairs over it are candidates read exactly or
-   coarsely (age in 10s × hours in 10s: 100 cells, not 8,415), triples all exactly or all
-   coarsely; where the pairs are noisy, a numeric column with a null token is split at it too,
+   ``max_cells`` cells.  Without public records, a column of many codes is split into coarse
+   code and offset (method/split_columns.py): pairs over it, and it by some group columns, are
+   candidates read exactly or coarsely (age in 10s × hours in 10s: 100 cells, not 8,415), triples
+   all exactly or all coarsely; where the pairs are noisy, a numeric column with a null token is split at it too,
    and read coarsely as null or not.  A round picks one (or ``picks``: one selection of that many) by the exponential
    mechanism (``PrivateTable.select``, adaptive_select_share of the round's rho) on the score
    ||q(D) − q(model)||₁ − sqrt(2/π)·σ·cells, the model's L1 error minus the L1 noise that measuring
@@ -246,7 +246,7 @@ class Model:
         independent draws, its consistent estimate (``estimates``)."""
         if self.estimates(cols):
             return self.consistent[cols]
-        if self.by_groups(cols):  # the per-group model, summed over the group columns and offset cols leaves out
+        if self.by_groups(cols):  # the per-group model summed over what ``cols`` leaves out (groups, j's offset)
             j = self.layout.columns(cols)[-1]
             full = self.per_group_model(j)
             drop = tuple(i for i, c in enumerate(self.layout.key(self.group_idx + (j,))) if c not in cols)
