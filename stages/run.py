@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +30,8 @@ from dpsyn.method.base import Method, OptionError, RunContext, SynthesisResult
 from dpsyn.stages import Env
 from dpsyn.stages.pipeline import Pipeline, records_of, stages_of
 from dpsyn.stages.reweight import ReweightSpec, reweight_cell_problems, with_bounds
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -123,7 +126,10 @@ def synthesize_run(side: PublicSide, table: PrivateRecords, run: Run, setup: Run
     private = PrivateTable(table, domain, setup.unit(run), ledger, np.random.default_rng(seeds[1]),
                            np.random.default_rng(seeds[0]), engine)
     bounding = time.perf_counter() - start
-    skip = structure.skipped(domain.names)
+    known = known_columns(encoder, setup.group_columns, structure.boxes)
+    if known:
+        log.info("one value in the schema: %s (every record holds it; not measured)", ", ".join(known))
+    skip = structure.skipped(domain.names) + known
     skipped = set(domain.indices(skip))
     ctx = RunContext(domain, run.epsilon, run.delta, run.max_records, setup.group_columns, setup.jobs,
                      np.random.default_rng(seeds[2]), skip=skip,
@@ -137,6 +143,10 @@ def synthesize_run(side: PublicSide, table: PrivateRecords, run: Run, setup: Run
                     stage.before(private, env)
     with private.spending(METHOD):
         result = setup.spec.synthesize(private, side.public, ctx, setup.options)
+    if known:  # their one code, whatever the method left there
+        codes = np.array(result.codes, copy=True)
+        codes[:, domain.indices(known)] = 0
+        result = dataclasses.replace(result, codes=codes)
     with ctx.timed("structure"):
         records = records_of(result.codes, result.raw, encoder)
     for stage in stages:
@@ -144,6 +154,16 @@ def synthesize_run(side: PublicSide, table: PrivateRecords, run: Run, setup: Run
             records = stage.after(private, records, env)
     return RunOutput(SynthesisResult(records.codes, records.raw, records.individuals), ledger, private.released,
                      {"bounding": bounding, **ctx.timings})
+
+
+def known_columns(encoder: Encoder, group_columns: tuple[str, ...], boxes: Boxes) -> tuple[str, ...]:
+    """The columns whose value the schema alone gives: one code (no null token), not a group column, read by no
+    edit rule.  No method measures them (no budget: what every record holds is public); every released record
+    holds their one value.  None where they are every column: the method then counts the rows by them."""
+    domain, ruled = encoder.domain, {c for box in boxes.boxes for c in box.columns}
+    known = tuple(n for n, size in zip(domain.names, domain.sizes)
+                  if size == 1 and n not in group_columns and domain.index(n) not in ruled)
+    return known if group_columns or len(known) < len(domain.names) else ()
 
 
 def release_run(data: Prepared, run: Run, setup: RunSetup, seeds: list[np.random.SeedSequence],

@@ -46,6 +46,18 @@ def small_table(n=600, seed=0) -> pd.DataFrame:
     return pd.DataFrame({"G": rng.choice(["a", "b"], n), "X": rng.integers(0, 3, n), "Y": rng.integers(0, 10, n)})
 
 
+@pytest.mark.parametrize("method", ["dpsyn", "histogram"])
+def test_a_column_of_one_value_costs_nothing_and_every_record_holds_it(method):
+    """K's one value is public: the release with K spends and releases what the one without it does, and K
+    holds that value in every record."""
+    with_k = {**SMALL, "schema": {**SMALL["schema"], "K": {"values": ["only"]}}}
+    (run,) = release(small_table().assign(K="only"), with_k, None, method, {}, seed=3, group_columns=["G"])
+    (without,) = release(small_table(), SMALL, None, method, {}, seed=3, group_columns=["G"])
+    assert (run.table["K"] == "only").all()
+    assert [(c.step, c.rho) for c in run.ledger.charges] == [(c.step, c.rho) for c in without.ledger.charges]
+    pd.testing.assert_frame_equal(run.table.drop(columns="K"), without.table)
+
+
 def test_options_as_dict_or_dataclass_and_bad_options_refused(sprint2_files):
     kwargs = dict(seed=2, group_columns=["G"])
     a = release(small_table(), SMALL, None, "dpsyn", {"group_round": 5, "regime": "two-way"}, **kwargs)
