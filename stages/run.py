@@ -126,10 +126,11 @@ def synthesize_run(side: PublicSide, table: PrivateRecords, run: Run, setup: Run
     private = PrivateTable(table, domain, setup.unit(run), ledger, np.random.default_rng(seeds[1]),
                            np.random.default_rng(seeds[0]), engine)
     bounding = time.perf_counter() - start
-    known = known_columns(encoder, setup.group_columns, structure.boxes)
+    skip = structure.skipped(domain.names)
+    known = known_columns(encoder, setup.group_columns, structure.boxes, skip)
     if known:
         log.info("one value in the schema: %s (every record holds it; not measured)", ", ".join(known))
-    skip = structure.skipped(domain.names) + known
+    skip += known
     skipped = set(domain.indices(skip))
     ctx = RunContext(domain, run.epsilon, run.delta, run.max_records, setup.group_columns, setup.jobs,
                      np.random.default_rng(seeds[2]), skip=skip,
@@ -156,14 +157,23 @@ def synthesize_run(side: PublicSide, table: PrivateRecords, run: Run, setup: Run
                      {"bounding": bounding, **ctx.timings})
 
 
-def known_columns(encoder: Encoder, group_columns: tuple[str, ...], boxes: Boxes) -> tuple[str, ...]:
-    """The columns whose value the schema alone gives: one code (no null token), not a group column, read by no
-    edit rule.  No method measures them (no budget: what every record holds is public); every released record
-    holds their one value.  None where they are every column: the method then counts the rows by them."""
+def known_columns(encoder: Encoder, group_columns: tuple[str, ...], boxes: Boxes,
+                  skipped: tuple[str, ...]) -> tuple[str, ...]:
+    """The columns whose value the schema alone gives: one category, or a numeric range of one value (not one
+    bin of many values); not a group column, read by no edit rule.  No method measures them (no budget: what
+    every record holds is public); every released record holds their one value.  None where they would leave
+    the method no column of its own (every other column a group column or in ``skipped``, set by the release):
+    the method then measures them as any column."""
     domain, ruled = encoder.domain, {c for box in boxes.boxes for c in box.columns}
+
+    def one_value(name: str) -> bool:
+        coder = encoder.coder(name)
+        return coder.categories is not None or coder.column.low == coder.column.high
+
     known = tuple(n for n, size in zip(domain.names, domain.sizes)
-                  if size == 1 and n not in group_columns and domain.index(n) not in ruled)
-    return known if group_columns or len(known) < len(domain.names) else ()
+                  if size == 1 and n not in group_columns and domain.index(n) not in ruled and one_value(n))
+    rest = [n for n in domain.names if n not in known and n not in skipped and n not in group_columns]
+    return known if rest else ()
 
 
 def release_run(data: Prepared, run: Run, setup: RunSetup, seeds: list[np.random.SeedSequence],

@@ -11,10 +11,13 @@ import pytest
 from dpsyn import api
 from dpsyn import main
 from dpsyn.api import release
+from dpsyn.dataloader.encoding import Encoder
 from dpsyn.dataloader.reading import DataError
-from dpsyn.dataloader.schema import load_schema
+from dpsyn.dataloader.schema import load_schema, parse_schema
+from dpsyn.lib.constraints import NO_BOXES
 from dpsyn.method.base import OptionError
 from dpsyn.method.dpsyn import DpsynOptions
+from dpsyn.stages.run import known_columns
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -56,6 +59,16 @@ def test_a_column_of_one_value_costs_nothing_and_every_record_holds_it(method):
     assert (run.table["K"] == "only").all()
     assert [(c.step, c.rho) for c in run.ledger.charges] == [(c.step, c.rho) for c in without.ledger.charges]
     pd.testing.assert_frame_equal(run.table.drop(columns="K"), without.table)
+
+
+def test_only_a_column_of_one_value_with_another_column_left_to_synthesize_is_known():
+    """One category is known, one bin of many numbers is not; with no other column left to the method (groups
+    aside) nothing is known."""
+    schema = parse_schema({**SMALL, "schema": {**SMALL["schema"], "K": {"values": ["only"]},
+                                               "W": {"dtype": "float", "min": 0, "max": 100, "bins": 1}}})
+    encoder = Encoder.fit(schema)
+    assert known_columns(encoder, ("G",), NO_BOXES, ()) == ("K",)
+    assert known_columns(encoder, ("G",), NO_BOXES, ("X", "Y", "W")) == ()
 
 
 def test_options_as_dict_or_dataclass_and_bad_options_refused(sprint2_files):
