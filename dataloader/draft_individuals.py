@@ -34,8 +34,9 @@ def propose(public: pd.DataFrame, id_column: str,
     rows = int(ids.value_counts().max())
     notes = [f"{id_column}: individual ids, not a schema column; max_records_per_individual {rows} is the most rows "
              f"one individual has in the public file: set it to the most the private file may have"]
+    keyed = repeated.assign(_id=people)
     clocks = [c for c, e in schema.items() if "values" in e and e.get("dtype") == "int"
-              and not repeated.groupby(people)[c].apply(lambda v: v.duplicated().any()).any()]
+              and not keyed.duplicated(["_id", c]).any()]
     if not clocks:
         return {"max_records_per_individual": rows}, notes
     clock = min(clocks, key=lambda c: len(schema[c]["values"]))

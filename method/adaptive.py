@@ -265,8 +265,7 @@ class Model:
         """``answer`` for every candidate, the ones counted from the records counted together in one pass
         over them (lib/marginals.count_marginals); a coarse reading whose exact one is a candidate too is that
         one with the offsets summed out."""
-        exact_keys = [key for key in candidates if not self.layout.coarse(key)]
-        exact_set = set(exact_keys)
+        exact_set = {key for key in candidates if not self.layout.coarse(key)}
         counted = [key for key in candidates if not self.estimates(key) and not self.by_groups(key)
                    and (not self.layout.coarse(key) or self.layout.exact_key(key) not in exact_set)]
         shapes = [self.layout.model_shape(key) for key in counted]
@@ -274,7 +273,8 @@ class Model:
         specs = [(key, (1,) * len(key), shape) for key, shape in zip(counted, shapes)]
         known = dict(zip(counted, count_marginals(compact_codes(self.records, self.layout.model_sizes), specs, scale)))
         known.update((key, self.answer(key)) for key in candidates  # not from the records
-                     if key not in known and (not self.layout.coarse(key) or self.by_groups(key)))
+                     if key not in known and (not self.layout.coarse(key)
+                                              or self.by_groups(key) and self.layout.exact_key(key) not in exact_set))
         out = []
         for key in candidates:
             if key in known:
