@@ -94,7 +94,8 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
         pair_cells = tuple(domain.sizes[a] * domain.sizes[b] for a, b in itertools.combinations(other_idx, 2))
         group_cells = tuple(domain.size(ctx.group_columns) * domain.sizes[j] for j in other_idx) if group_idx else ()
         shape = TableShape(bool(group_idx), public_codes is not None, len(other_idx), pair_cells, group_cells,
-                           domain.size(ctx.group_columns) if group_idx else 1)
+                           domain.size(ctx.group_columns) if group_idx else 1,
+                           sum(domain.sizes[j] > 1 for j in other_idx))
         plan = make_plan(eps, theta, noisy_total, shape, options.regime, rho if options.planner == AUTO else None)
         log.info("dpsyn eps=%g: %s", eps, plan.describe(rho))
         base, joint = None, False

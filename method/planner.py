@@ -134,8 +134,9 @@ def pair_noise(rho: float, theta: int, noisy_total: float, pair_cells: tuple[int
 @dataclass(frozen=True)
 class TableShape:
     """The public facts of a run's table that the planner reads: whether it has group columns and a public
-    file, how many non-group columns it has, the cells of every pair of them (``pair_cells``), of every group
-    × column marginal (``group_cells``), and how many groups there are."""
+    file, how many non-group columns it has (``varying``: how many of them have two or more codes; None: all),
+    the cells of every pair of them (``pair_cells``), of every group × column marginal (``group_cells``), and
+    how many groups there are."""
 
     has_groups: bool
     has_public: bool
@@ -143,6 +144,7 @@ class TableShape:
     pair_cells: tuple[int, ...] = ()
     group_cells: tuple[int, ...] = ()
     n_groups: int = 1
+    varying: int | None = None
 
 
 def make_plan(epsilon: float, theta: int, noisy_total: float | None, shape: TableShape, forced: str | None = None,
@@ -165,11 +167,13 @@ def make_plan(epsilon: float, theta: int, noisy_total: float | None, shape: Tabl
     ``many_rounds``, method/adaptive.py adaptive_many_rounds_per_column).  In the public regime with groups but no public
     file, given ``rho`` (the auto planner) and a noisy total, planner_group_column_share of the group counts'
     share goes to ``group_column_share`` (method/group_columns.py) where the group counts' noise sd
-    after that cut stays within planner_group_count_noise of the mean size of the ``n_groups`` groups; then, with two or
-    more columns, planner_pair_share of what they keep goes to ``pair_share`` (method/dependent_pairs.py).
+    after that cut stays within planner_group_count_noise of the mean size of the ``n_groups`` groups and some
+    column has two or more codes (``shape.varying``: one of one value cannot differ between groups); then, with two or
+    more such columns, planner_pair_share of what they keep goes to ``pair_share`` (method/dependent_pairs.py).
     """
     has_groups, has_public, columns = shape.has_groups, shape.has_public, shape.columns
     pair_cells, group_cells, n_groups = shape.pair_cells, shape.group_cells, shape.n_groups
+    varying = columns if shape.varying is None else shape.varying
     t = WriteUpThresholds.for_theta(theta)
     total_eps, tau1, tau2, one_way_rounds = 0.0, 0.0, 0.0, 1
     few_rounds = rich = poor = many_rounds = False
@@ -220,12 +224,12 @@ def make_plan(epsilon: float, theta: int, noisy_total: float | None, shape: Tabl
         group_eps += marginal_eps
         marginal_eps = 0.0
     group_column_eps = pair_eps = 0.0
-    if regime == PUBLIC and not has_public and has_groups and columns and rho is not None and noisy_total:
+    if regime == PUBLIC and not has_public and has_groups and varying and rho is not None and noisy_total:
         kept = (1 - T.planner_group_column_share) * group_eps / epsilon * rho  # the group counts' rho after the cut
         if theta / math.sqrt(2 * kept) <= T.planner_group_count_noise * noisy_total / n_groups:
             group_column_eps = T.planner_group_column_share * group_eps
             group_eps -= group_column_eps
-            if columns > 1:
+            if varying > 1:
                 pair_eps = T.planner_pair_share * group_eps
                 group_eps -= pair_eps
     return RegimePlan(regime, total_eps / epsilon, group_eps / epsilon, marginal_eps / epsilon, few_rounds, rich,

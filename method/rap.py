@@ -10,7 +10,8 @@ and categorical marginals (1-, 2-way, and 3-way with the target), and fits a rel
 
 Measurements (all through the private table, Gaussian, sensitivity from theta):
 
-1. noisy group counts (rap_group_share of the budget) when there are group columns; the shares of steps
+1. noisy group counts (rap_group_share of the budget; all of it, and no rounds, where every column is a group
+   column) when there are group columns; the shares of steps
    2-4 below are of what steps 1 and 3b leave;
 2. every column's 1-way answer (rap_one_way_share, split equally): a categorical column's counts, or a
    numeric column's counts in rap_fine_intervals equal intervals of its public range (at the public file's
@@ -254,7 +255,8 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
         log.warning("rap: the target %s is a group column or set by the release; no class-conditional queries",
                     options.target)
         options = dataclasses.replace(options, target=None)
-    rho_groups = T.rap_group_share * rho if layout.groups else 0.0
+    alone = bool(layout.groups) and not (layout.free or layout.numeric)  # every column a group column
+    rho_groups = rho if alone else T.rap_group_share * rho if layout.groups else 0.0
     by_group = [c for c in layout.free + layout.numeric
                 if domain.size(layout.groups) * _slots(layout, c) <= options.max_cells] if layout.groups else []
     rho_by_group = T.rap_group_column_share * rho if by_group else 0.0
@@ -268,12 +270,13 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
     mixed += [(a, b) for a, b in itertools.combinations(layout.numeric, 2)
               if b in domain.edges and domain.size((b,)) * (T.rap_mix_cuts + 2) <= options.max_cells]
     rho_mixed = T.rap_mix_share * rest * rho if mixed else 0.0
-    rho_round = (rho - rho_groups - rho_by_group - rho_one_way - rho_pairs - rho_mixed) / options.rounds
+    rounds = 0 if alone else options.rounds  # alone, the group counts are the table: nothing for a round to choose
+    rho_round = (rho - rho_groups - rho_by_group - rho_one_way - rho_pairs - rho_mixed) / max(rounds, 1)
     log.info("rap: %d relaxed rows, %d rounds × %d queries; rho %.4g: %.0f%% group counts, %.0f%% %d columns per "
              "group, %.0f%% 1-way answers, %.0f%% %d categorical pairs, %.0f%% mixed marginals, %.0f%% rounds "
-             "(%.0f%% of each on selection)", options.rows, options.rounds, options.per_round, rho,
+             "(%.0f%% of each on selection)", options.rows, rounds, options.per_round, rho,
              100 * rho_groups / rho, 100 * rho_by_group / rho, len(by_group), 100 * rho_one_way / rho,
-             100 * rho_pairs / rho, len(pairs), 100 * rho_mixed / rho, 100 * options.rounds * rho_round / rho,
+             100 * rho_pairs / rho, len(pairs), 100 * rho_mixed / rho, 100 * rounds * rho_round / rho,
              100 * T.rap_select_share)
 
     with ctx.timed("measuring"):
@@ -308,8 +311,8 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
             with ctx.timed("projecting"):
                 _project(table, fits, options)
     chosen_kinds: Counter = Counter()
-    with progress(options.rounds, "rap rounds", "round", log) as bar:
-        for t in range(options.rounds):
+    with progress(rounds, "rap rounds", "round", log) as bar:
+        for t in range(rounds):
             with ctx.timed("measuring"):
                 picked = _round(private, _Rounds(layout, table, total, options, set(by_group)), rho_round, ctx.rng, t)
             chosen_kinds.update(_kind(m.query) for m in picked)

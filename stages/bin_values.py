@@ -60,13 +60,18 @@ class SubBins:
 
 def detail_columns(encoder, skip: set[str]) -> list[str]:
     """Numeric columns of ``encoder`` (dataloader/encoding.py Encoder), not in ``skip``, with no public
-    values to decode from and a bin that holds more than one value."""
+    values to decode from and a bin that holds more than one value (without a grid: every bin wide enough to cut
+    into sub-bins; a float range of one value, min = max, is one bin of one value)."""
     out = []
     for coder in encoder.coders:
         if coder.categories is not None or coder.pool is not None or coder.column.name in skip:
             continue
         lo, hi = coder.edges[:-1], coder.edges[1:]
-        if coder.step is None or (_grid_points(lo, hi, coder.step) > 1).any():
+        if coder.step is None:
+            many = bool((np.diff(sub_edges(coder), axis=1) > 0).all())
+        else:
+            many = bool((_grid_points(lo, hi, coder.step) > 1).any())
+        if many:
             out.append(coder.column.name)
     return out
 

@@ -312,6 +312,32 @@ def test_one_valued_columns_release_under_every_regime(regime, groups):
     assert run.ledger.spent == pytest.approx(run.ledger.budget, rel=1e-9)
 
 
+DEGENERATE = {  # schema beside the group column G, and the frame's columns
+    "a one-valued column beside the groups": ({"K": {"values": ["only"]}}, {"K": "only"}),
+    "group columns only": ({"X": {"values": [0, 1, 2]}}, {"X": [0, 1, 2]}),
+    "a float range of one value": ({"X": {"values": [0, 1, 2]}, "F": {"dtype": "float", "min": 2.5, "max": 2.5}},
+                                   {"X": [0, 1, 2], "F": 2.5}),
+}
+
+
+@pytest.mark.parametrize("shape", DEGENERATE)
+@pytest.mark.parametrize("method", ["dpsyn", "histogram", "rap"])
+def test_every_method_spends_its_whole_budget_on_degenerate_schemas(method, shape):
+    """Under the default options every method releases and spends exactly its budget, where its planner has a
+    column of one value, no column of its own, or a float range of one value to measure."""
+    extra, values = DEGENERATE[shape]
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"G": rng.choice(["a", "b"], 600)})
+    for column, value in values.items():
+        frame[column] = rng.choice(value, 600) if isinstance(value, list) else value
+    groups = ("G", "X") if shape == "group columns only" else ("G",)
+    (run,) = release(frame, {"runs": runs(1), "schema": {"G": {"values": ["a", "b"]}, **extra}}, None, method,
+                     group_columns=groups, seed=3)
+    assert len(run.table) > 0 and run.ledger.spent == pytest.approx(run.ledger.budget, rel=1e-9)
+    if "F" in values:
+        assert (run.table["F"] == 2.5).all()
+
+
 def test_delta_above_one_over_max_records_is_warned(caplog):
     frame = grouped_frame()
     release(frame, {"runs": runs(1, delta=0.01, max_records=1000), "schema": grouped_schema()}, seed=1)
