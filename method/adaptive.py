@@ -18,14 +18,17 @@ post-processes the records (step 4):
    all exactly or all coarsely; where the pairs are noisy, a numeric column with a null token is split at it too,
    and read coarsely as null or not.  A round picks one (or ``picks``: one selection of that many) by the exponential
    mechanism (``PrivateTable.select``, adaptive_select_share of the round's rho) on the score
-   ||q(D) − q(model)||₁ − sqrt(2/π)·σ·cells, the model's L1 error minus the L1 noise that measuring
-   it would add, and measures it with the rest (Gaussian); the model is then refit (consistency,
+   ||q(D) − q(model)||₁ − e(q(model), σ), the model's L1 error minus the L1 error that measuring it would
+   leave: the noise left once consistency cuts the noisy counts to non-negative ones of the same total
+   (lib/projected_noise.py, worked out on the model's answer: about sqrt(2/π)·σ·cells for a dense marginal,
+   far less for a sparse one, whose empty cells mostly stay empty), and measures it with the rest
+   (Gaussian); the model is then refit (consistency,
    then GUM warm-started from the last round's records: the write-up's moves when the records
    started from public records, else rewriting the measured columns with a short polish, see REWRITE);
 3. annealing: the first round's rho is the budget over adaptive_rounds_per_column × columns rounds
    (adaptive_few_rounds_per_column where every pair would be cheap, adaptive_many_rounds_per_column where pairs are noisy
-   and the records start from no public records); when a measurement moves the model by less than its own
-   expected noise, the next rounds get four times the rho (half the noise sd, AIM's rule);
+   and the records start from no public records); when a measurement moves the model by less than the
+   error it leaves (e above), the next rounds get four times the rho (half the noise sd, AIM's rule);
    when less than two rounds' rho is left, the last round takes all of it, so the ledger
    sums to the budget;
 4. without public records, each column's values are exchanged among the records that agree on
@@ -66,6 +69,7 @@ from dpsyn.lib.exchange import exchange_unmeasured
 from dpsyn.lib.smoothing import denoise, shrink
 from dpsyn.lib.gum import GumOptions, gum
 from dpsyn.lib.marginals import clip_and_normalise, compact_codes, count_marginal, count_marginals
+from dpsyn.lib.projected_noise import projected_noise_l1
 from dpsyn.lib.maxent import draw, fit, junction_tree, maximal_cliques, tree_cells
 from dpsyn.lib.measurement import Target
 from dpsyn.lib.privacy.private_table import PrivateTable
@@ -520,7 +524,7 @@ def _spend_rounds(private: PrivateTable, ctx: RunContext, model: Model, other_id
     the rounds' rho spent."""
     max_cells, rho_round, picks, tree_columns = budget.max_cells, budget.rho_round, budget.picks, budget.tree_columns
     start = private.remaining
-    round_no = 0
+    round_no, shifts = 0, {}  # shifts: each candidate's last τ / σ (projected_noise_l1's start)
     while private.remaining > 0:
         last = private.remaining <= 2 * rho_round * (1 + 1e-9)
         if last:
@@ -542,7 +546,9 @@ def _spend_rounds(private: PrivateTable, ctx: RunContext, model: Model, other_id
         references = [model.layout.to_query(key, a) for key, a in zip(candidates, model.answers(candidates))]
         sigmas = np.array([private.sensitivity(q).l2 for q in queries]) / math.sqrt(2 * rho_measure)
         cells = np.array([r.size for r in references])
-        penalties = NOISE_L1 * sigmas * cells
+        left = projected_noise_l1(references, sigmas, [shifts.get(key, 0.0) for key in candidates])
+        penalties = left.l1
+        shifts.update(zip(candidates, left.shift))
         round_no += 1
         k = min(picks, len(queries))
         picked = private.select(queries, references, rho_select, k=k, penalties=penalties,
@@ -555,7 +561,7 @@ def _spend_rounds(private: PrivateTable, ctx: RunContext, model: Model, other_id
                                        f"adaptive round {round_no}: {query.describe()}")
             error = float(np.abs(measured.noisy - references[pick]).sum())  # public: noisy answer against the model
             model.add(cols, model.layout.from_query(cols, measured.noisy), measured.sigma)
-            expected.append(NOISE_L1 * measured.sigma * cells[pick])
+            expected.append(float(projected_noise_l1([references[pick]], [measured.sigma]).l1[0]))
             chosen.append(query.columns_text())
             log.debug("adaptive round %d: chose %s (noisy L1 error %.4g vs expected noise %.4g over %d cells), "
                       "rho %.3g (noise sd %.3g)", round_no, chosen[-1], error, expected[-1], cells[pick],
