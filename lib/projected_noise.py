@@ -23,9 +23,9 @@ def projected_noise_l1(answers, sigmas, start=None, steps: int = 10) -> Projecte
     E ||max(m + z - τ, 0) - m||₁ for z ~ N(0, σ²) per cell, τ the shift that keeps the expected projected total
     at m's total.  That is the error a marginal measured with noise sd σ keeps once its negative counts are cut
     and its total held (lib/consistency.py's Norm-Sub): a sparse marginal keeps far less than the raw noise's
-    sqrt(2/π)·σ·cells, a dense one about that.  τ by Newton's method, all marginals at once, from ``start``
-    (τ / σ per marginal, e.g. the last call's ``shift``; default 0): the expected total is convex and decreasing
-    in τ, so the steps pass the root at most once.  A marginal's empty cells are worked out once.  Public: a
+    sqrt(2/π)·σ·cells, a dense one about that, an empty one (total 0) nothing.  τ by Newton's method, all marginals at once, from ``start``
+    (τ / σ per marginal, e.g. the last call's ``shift``; default 0) until a step moves τ by at most a thousandth
+    of σ: the expected total is convex and decreasing in τ, so the steps pass the root at most once.  A marginal's empty cells are worked out once.  Public: a
     function of the answers and σ alone."""
     k = len(answers)
     cells = np.array([np.size(a) for a in answers])
@@ -47,10 +47,14 @@ def projected_noise_l1(answers, sigmas, start=None, steps: int = 10) -> Projecte
         below, below0 = ndtr(a), ndtr(a0)
         excess = summed(s * (a * below + np.exp(-a * a / 2) / _ROOT_2PI),
                         sigma * (a0 * below0 + np.exp(-a0 * a0 / 2) / _ROOT_2PI)) - totals
-        if (np.abs(excess) <= 1e-3 * np.maximum(totals, 1.0)).all():  # τ within a thousandth of the total's worth
+        slope = summed(below, below0)
+        lost = slope < 1e-6  # a start so far past the root that the slope vanishes: start again from 0
+        step = np.where(lost, 0.0, excess / np.maximum(slope, 1e-6))
+        tau = np.where(lost, 0.0, np.maximum(tau + step, 0.0))
+        if not lost.any() and (np.abs(step) <= 1e-3 * sigma)[totals > 0].all():  # τ to a thousandth of σ
             break
-        tau = np.maximum(tau + excess / np.maximum(summed(below, below0), 1e-12), 0.0)
-    abs_w = sigma * math.sqrt(2 / math.pi) * np.exp(-tau * tau / (2 * sigma * sigma)) - tau * (1 - 2 * ndtr(tau / sigma))
+    x = tau / sigma
+    abs_w = sigma * (math.sqrt(2 / math.pi) * np.exp(-x * x / 2) - x * (1 - 2 * ndtr(x)))
     # W = projected count - m where it stays positive: N(-τ, σ²).  Per cell: m where cut to zero, plus E|W|
     # less E[|W|; cut]
     t = tau[seg]
@@ -58,5 +62,7 @@ def projected_noise_l1(answers, sigmas, start=None, steps: int = 10) -> Projecte
     cut, cut0 = ndtr(-a), ndtr(-a0)
     per_cell = m * cut - t * cut - s * np.exp(-a * a / 2) / _ROOT_2PI
     at_zero = -tau * cut0 - sigma * np.exp(-a0 * a0 / 2) / _ROOT_2PI
-    return ProjectedNoise(summed(per_cell, at_zero) + abs_w * cells, tau / sigma)
+    empty_answer = totals <= 0  # a total of 0 projects onto zeros: nothing left
+    return ProjectedNoise(np.where(empty_answer, 0.0, summed(per_cell, at_zero) + abs_w * cells),
+                          np.where(empty_answer, 0.0, tau / sigma))
 

@@ -21,10 +21,11 @@ def by_quadrature(m: np.ndarray, sigma: float) -> float:
 
 
 @pytest.mark.parametrize("m, sigma", [([0.0, 0.0, 30.0], 5.0), ([10.0, 10.0, 10.0, 10.0], 2.0),
-                                      ([50.0, 0.0, 1.0, 3.0, 0.0], 20.0), ([5.0], 1.0)])
+                                      ([50.0, 0.0, 1.0, 3.0, 0.0], 20.0), ([5.0], 1.0),
+                                      ([30000.0] + [0.0] * 99, 0.1), ([3000.0] * 10 + [0.0] * 90, 1.0)])
 def test_the_expectation_matches_numerical_integration(m, sigma):
     m = np.array(m)
-    # τ is found to within a thousandth of the total's worth
+    # τ is found to a thousandth of σ, however large the counts
     assert projected_noise_l1([m], [sigma]).l1[0] == pytest.approx(by_quadrature(m, sigma), rel=2e-3, abs=1e-6)
 
 
@@ -36,7 +37,7 @@ def test_marginals_at_once_equal_each_alone_and_shapes_do_not_matter():
     alone = [projected_noise_l1([a.ravel()], [s]) for a, s in zip(answers, sigmas)]
     assert together.l1 == pytest.approx([a.l1[0] for a in alone], rel=2e-3)
     # from the last call's shift the same answer, whether that start is short of the root or past it
-    for start in (together.shift, together.shift * 3):
+    for start in (together.shift, together.shift * 3, np.full(3, 1e6)):
         assert projected_noise_l1(answers, sigmas, start).l1 == pytest.approx(together.l1, rel=2e-3, abs=1e-2)
 
 
