@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 from scipy.special import ndtr
-from typing import NamedTuple
 
 _ROOT_2PI = math.sqrt(2 * math.pi)
 
@@ -23,10 +23,11 @@ def projected_noise_l1(answers, sigmas, start=None, steps: int = 10) -> Projecte
     E ||max(m + z - τ, 0) - m||₁ for z ~ N(0, σ²) per cell, τ the shift that keeps the expected projected total
     at m's total.  That is the error a marginal measured with noise sd σ keeps once its negative counts are cut
     and its total held (lib/consistency.py's Norm-Sub): a sparse marginal keeps far less than the raw noise's
-    sqrt(2/π)·σ·cells, a dense one about that, an empty one (total 0) nothing.  τ by Newton's method, all marginals at once, from ``start``
-    (τ / σ per marginal, e.g. the last call's ``shift``; default 0) until a step moves τ by at most a thousandth
-    of σ: the expected total is convex and decreasing in τ, so the steps pass the root at most once.  A marginal's empty cells are worked out once.  Public: a
-    function of the answers and σ alone."""
+    sqrt(2/π)·σ·cells, a dense one about that, an empty one (total 0) nothing.  τ by Newton's method, all
+    marginals at once, from ``start`` (τ / σ per marginal, e.g. the last call's ``shift``; default 0) until a
+    step moves τ by at most a thousandth of σ: the expected total is convex and decreasing in τ, so the steps
+    pass the root at most once.  A marginal's empty cells are worked out once.  Public: a function of the
+    answers and σ alone."""
     k = len(answers)
     cells = np.array([np.size(a) for a in answers])
     values = np.concatenate([np.ravel(a) for a in answers]).astype(np.float64) if k else np.zeros(0)
