@@ -545,7 +545,6 @@ def _spend_rounds(private: PrivateTable, ctx: RunContext, model: Model, other_id
         queries = [model.query(key) for key in candidates]
         references = [model.layout.to_query(key, a) for key, a in zip(candidates, model.answers(candidates))]
         sigmas = np.array([private.sensitivity(q).l2 for q in queries]) / math.sqrt(2 * rho_measure)
-        cells = np.array([r.size for r in references])
         left = projected_noise_l1(references, sigmas, [shifts.get(key, 0.0) for key in candidates])
         penalties = left.l1
         shifts.update(zip(candidates, left.shift))
@@ -564,7 +563,7 @@ def _spend_rounds(private: PrivateTable, ctx: RunContext, model: Model, other_id
             expected.append(float(projected_noise_l1([references[pick]], [measured.sigma]).l1[0]))
             chosen.append(query.columns_text())
             log.debug("adaptive round %d: chose %s (noisy L1 error %.4g vs expected noise %.4g over %d cells), "
-                      "rho %.3g (noise sd %.3g)", round_no, chosen[-1], error, expected[-1], cells[pick],
+                      "rho %.3g (noise sd %.3g)", round_no, chosen[-1], error, expected[-1], references[pick].size,
                       rho_round, measured.sigma)
         model.refit(ctx.rng)
         bar.update(round(100 * (1 - private.remaining / start)) - bar.n)

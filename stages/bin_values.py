@@ -66,11 +66,10 @@ def detail_columns(encoder, skip: set[str]) -> list[str]:
     for coder in encoder.coders:
         if coder.categories is not None or coder.pool is not None or coder.column.name in skip:
             continue
-        lo, hi = coder.edges[:-1], coder.edges[1:]
         if coder.step is None:
             many = bool((np.diff(sub_edges(coder), axis=1) > 0).all())
         else:
-            many = bool((_grid_points(lo, hi, coder.step) > 1).any())
+            many = bool((_grid_points(coder.edges[:-1], coder.edges[1:], coder.step) > 1).any())
         if many:
             out.append(coder.column.name)
     return out
