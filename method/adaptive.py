@@ -36,8 +36,8 @@ post-processes the records (step 4):
    their counts, and the association with unmeasured columns that GUM's duplicates copied in
    goes.  Or, when asked (``max_entropy``: the planner's
    choice, method/dpsyn.py), the final records are drawn instead from private-pgm's estimate: the
-   distribution nearest the consistent marginals, from the uniform, found by mirror descent on a junction
-   tree (``Model.max_entropy``, lib/maxent.py), with the group columns among its columns where there are
+   distribution nearest the consistent marginals, from the uniform, found by accelerated mirror descent on a
+   junction tree (``Model.max_entropy``, lib/maxent.py), with the group columns among its columns where there are
    groups (each group's records then drawn from it given the group, ``Model.draw_groups``).
 
 The model (post-processing of released values only) is a set of records over the non-group
