@@ -179,12 +179,10 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
 
 def _max_entropy(plan, public_codes, group_idx) -> bool:
     """Whether the adaptive regime draws its final records from the maximum-entropy estimate (method/adaptive.py
-    step 4) rather than GUM's: without public records, where the planner finds the pairs noisy and there are no
-    groups, or where there are groups and it does not (elsewhere it measured worse: docs/tuning.md); from
-    public records, GUM's moves keep the public records' structure."""
-    if public_codes is not None:
-        return False
-    return not group_idx if plan.many_rounds else bool(group_idx)
+    step 4) rather than GUM's: without public records, where there are groups or the planner finds the pairs
+    noisy; without groups on an affordable budget GUM's records measured better (docs/methods.md).  From public
+    records, GUM's moves keep the public records' structure."""
+    return public_codes is None and (bool(group_idx) or plan.many_rounds)
 
 
 def _global_targets(by_cols: dict, group_idx, other_idx) -> list[tuple]:

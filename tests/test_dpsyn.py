@@ -9,6 +9,7 @@ import pytest
 from dpsyn import main
 from dpsyn.lib.tuning import T
 from dpsyn.method import dpsyn as dpsyn_method
+from dpsyn.method.planner import ADAPTIVE, RegimePlan
 from helpers import write_params
 
 
@@ -168,3 +169,13 @@ def test_few_groups_two_way_rounds_measure_the_triple_the_pairs_miss(tmp_path, c
     assert code == 0 and (out.Z == out.X ^ out.Y).mean() < 0.7  # 0.50
     assert not [c for c in ledger["charges"] if c["step"].startswith("adaptive round")]
     assert ledger["rho_spent"] == pytest.approx(ledger["rho_budget"], rel=1e-12)
+
+
+@pytest.mark.parametrize("public, groups, many_rounds, expected", [
+    (False, True, False, True), (False, True, True, True), (False, False, True, True), (False, False, False, False),
+    (True, True, False, False), (True, False, True, False)])
+def test_the_final_records_come_from_the_maximum_entropy_fit_without_public_records_where_groups_or_noisy_pairs(
+        public, groups, many_rounds, expected):
+    plan = RegimePlan(ADAPTIVE, 0.0, 0.1, 0.9, many_rounds=many_rounds)
+    codes = np.zeros((3, 2), dtype=np.int32) if public else None
+    assert dpsyn_method._max_entropy(plan, codes, [0] if groups else []) is expected
