@@ -174,8 +174,9 @@ def fit(tree: JunctionTree, targets: list[Target], iterations: int = 1000,
     total need not be 1), ``weight``; the loss is the sum
     over targets of weight times the squared distance between the distribution's marginal and the target's
     proportions.  Mirror descent on the cliques' log-potentials from the uniform distribution
-    (private-pgm's estimator, with its line search), each step taken from the last iterate pushed on along the
-    last move (Nesterov's momentum, (k - 1) / (k + 2) after k steps) and the momentum dropped whenever a step
+    (private-pgm's estimator, with an Armijo line search: each step a quarter longer than the last, halved until
+    it gains enough), each step taken from the last iterate pushed on along the last move (Nesterov's momentum,
+    k / (k + 3) after k steps since the last restart) and the momentum dropped (a restart) whenever a step
     would raise the loss, until a step lowers the loss by less than ``tolerance`` of its start or
     ``iterations`` steps are done.  Run to convergence, targets that some
     distribution has are met, by the one of largest entropy; where noise leaves no distribution with every
@@ -203,7 +204,8 @@ def fit(tree: JunctionTree, targets: list[Target], iterations: int = 1000,
         beta = since_restart / (since_restart + 3)
         ahead = here if beta == 0 else _Point.at(
             tree, [p + beta * (p - q) for p, q in zip(here.potentials, previous)], loss_and_gradient)
-        moved, step = _descend(tree, ahead, step, loss_and_gradient)
+        moved, tried = _descend(tree, ahead, step, loss_and_gradient)
+        step = step if moved is None else tried  # a momentum point no step leaves keeps the last step size
         if moved is None or moved.loss > here.loss:
             if beta == 0:
                 return here.beliefs, True  # no step from the iterate lowers the loss

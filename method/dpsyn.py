@@ -180,8 +180,9 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
 def _max_entropy(plan, public_codes, group_idx) -> bool:
     """Whether the adaptive regime draws its final records from the maximum-entropy estimate (method/adaptive.py
     step 4) rather than GUM's: without public records, where there are groups or the planner finds the pairs
-    noisy; without groups on an affordable budget GUM's records measured better (docs/methods.md).  From public
-    records, GUM's moves keep the public records' structure."""
+    noisy (and there are no edit rules: method/adaptive.py); without groups on an affordable budget GUM's
+    records measured better (docs/methods.md).  From public records, GUM's moves keep the public records'
+    structure."""
     return public_codes is None and (bool(group_idx) or plan.many_rounds)
 
 

@@ -1,6 +1,7 @@
 """The maximum-entropy estimate on a junction tree (lib/maxent.py): tree, calibration, fit and draw."""
 import numpy as np
 
+import dpsyn.lib.maxent as maxent
 from dpsyn.lib.maxent import calibrate, draw, fit, junction_tree, tree_cells
 from dpsyn.lib.measurement import Target
 
@@ -56,7 +57,7 @@ def test_the_fit_of_a_cycle_of_pairs_is_the_maximum_entropy_distribution_with_th
     """Brute force on a tiny domain: iterative proportional fitting of the whole joint from the uniform to the
     three pairs of a cycle converges to the distribution of largest entropy with those pairs; the fit (one
     clique over the three columns) settles on it within 100 steps (plain mirror descent, without the momentum,
-    takes about 150)."""
+    settles at about step 101 with private-pgm's doubling line search, 126 with this one)."""
     sizes, pairs = (3, 4, 2), [(0, 1), (1, 2), (0, 2)]
     truth = np.random.default_rng(4).dirichlet(np.full(24, 0.7)).reshape(sizes)
     brute = np.full(sizes, 1 / 24)
@@ -120,3 +121,26 @@ def test_tree_cells_are_the_junction_trees_cells():
     sizes = (3, 4, 5, 2, 6)
     for sets in ([(0, 1), (1, 2), (2, 3)], [(0, 1), (1, 2), (2, 0), (3, 4)], [(0, 1, 2), (2, 3), (3, 4), (4, 0)], []):
         assert tree_cells(sets, range(5), sizes) == junction_tree(sets, range(5), sizes).cells
+
+
+def test_a_momentum_point_no_step_leaves_does_not_shrink_the_next_step(monkeypatch):
+    """Where every trial step from a momentum point fails (its loss not a number, as an overflowed push would
+    give), the fit restarts from the iterate with the step size it had, and still reaches the targets."""
+    sizes, pairs = (3, 4, 2), [(0, 1), (1, 2), (0, 2)]
+    truth = np.random.default_rng(4).dirichlet(np.full(24, 0.7)).reshape(sizes)
+    tree = junction_tree(pairs, range(3), sizes)
+    targets = [Target(p, 500 * _marginal(truth, p)) for p in pairs]
+    descend, calls = maxent._descend, []
+
+    def failing_once(tree, point, step, loss_and_gradient):
+        calls.append(step)
+        if len(calls) == 2:  # the first step from a momentum point
+            return descend(tree, point, step, lambda b: (float("nan"), loss_and_gradient(b)[1]))
+        return descend(tree, point, step, loss_and_gradient)
+
+    monkeypatch.setattr(maxent, "_descend", failing_once)
+    beliefs, settled = fit(tree, targets, iterations=300, tolerance=1e-12)
+    assert settled and len(calls) > 10 and calls[2] == calls[1]
+    for pair in pairs:
+        got = _marginal(beliefs[0], pair)
+        assert 0.5 * np.abs(got - _marginal(truth, pair)).sum() < 1e-4
