@@ -177,8 +177,8 @@ def fit(tree: JunctionTree, targets: list[Target], iterations: int = 1000,
     (private-pgm's estimator, with an Armijo line search: each step a quarter longer than the last, halved until
     it gains enough), each step taken from the last iterate pushed on along the last move (Nesterov's momentum,
     k / (k + 3) after k steps since the last restart) and the momentum dropped (a restart) whenever a step
-    would raise the loss, until a step lowers the loss by less than ``tolerance`` of its start or
-    ``iterations`` steps are done.  Run to convergence, targets that some
+    would raise the loss or gains under ``tolerance`` of the start loss, until a step from the iterate itself
+    (no momentum) gains under that or ``iterations`` steps are done.  Run to convergence, targets that some
     distribution has are met, by the one of largest entropy; where noise leaves no distribution with every
     target's marginal (a cycle of pairs), the loss is least, each target missed the less the larger its
     weight."""
@@ -214,7 +214,9 @@ def fit(tree: JunctionTree, targets: list[Target], iterations: int = 1000,
         improved = here.loss - moved.loss
         previous, here, since_restart = here.potentials, moved, since_restart + 1
         if improved <= tolerance * start:
-            return here.beliefs, True
+            if beta == 0:
+                return here.beliefs, True  # a plain step gains too little: settled
+            previous, since_restart = here.potentials, 0  # a pushed step may gain little short of the end
     return here.beliefs, False
 
 
