@@ -50,13 +50,13 @@ from dpsyn.dataloader.inputs import public_side, read_private
 from dpsyn.dataloader.reading import DataError, as_text, read_csv_text, read_header
 from dpsyn.dataloader.schema import Schema, SchemaError, delta_warnings, parse_schema
 from dpsyn.dataloader.writing import ReleaseFiles, check_writable, ledger_path
-from dpsyn.lib.extras import MissingExtra
+from dpsyn.lib.runtime.extras import MissingExtra
 from dpsyn.lib.privacy.accounting import BudgetExceeded
 from dpsyn.lib.privacy.engine import make_engine
 from dpsyn.lib.privacy.mechanisms import NoiseTooLarge
 from dpsyn.lib.privacy.plan import Plan
 from dpsyn.lib.privacy.private_table import PrivateRecords
-from dpsyn.lib.progress import log_above_bars, progress
+from dpsyn.lib.runtime.progress import log_above_bars, progress
 from dpsyn.method.base import OptionError
 from dpsyn.release_log import log_plan, log_reweighting, summarise
 from dpsyn.settings import (DEFAULT_GROUP_COLUMNS, DEFAULT_ID_COLUMN, Settings, check_settings, distinct_columns,

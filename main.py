@@ -32,8 +32,8 @@ from dpsyn.dataloader.reading import ON_INVALID, DataError, read_header
 from dpsyn.dataloader.schema import NUMERIC, SchemaError, load_schema
 from dpsyn.dataloader.submission import check_submission
 from dpsyn.dataloader.writing import StagedFiles, check_writable, committed_paths
-from dpsyn.lib.extras import require
-from dpsyn.lib.interrupts import raise_on_stop
+from dpsyn.lib.runtime.extras import require
+from dpsyn.lib.runtime.interrupts import raise_on_stop
 from dpsyn.lib.privacy.engine import ENGINES
 from dpsyn.lib.tuning import T
 from dpsyn.method import METHODS

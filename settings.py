@@ -14,7 +14,7 @@ import numpy as np
 from dpsyn.dataloader.encoding import DEFAULT_BINS
 from dpsyn.dataloader.reading import ON_INVALID
 from dpsyn.dataloader.schema import NUMERIC, Schema, check_distinct, load_schema, parse_schema
-from dpsyn.lib.extras import require
+from dpsyn.lib.runtime.extras import require
 from dpsyn.lib.privacy.engine import ENGINES
 from dpsyn.method import METHODS
 from dpsyn.method.base import Method, OptionError

@@ -34,7 +34,7 @@ from bench import peers  # noqa: E402
 from bench.run_bench import DATASETS  # noqa: E402
 from dpsyn.dataloader.schema import parse_schema  # noqa: E402
 from dpsyn.evaluation.scoring import EvaluationOptions, Evaluator  # noqa: E402
-from dpsyn.lib.marginals import coarse_matrix  # noqa: E402
+from dpsyn.lib.records.marginals import coarse_matrix  # noqa: E402
 from dpsyn.lib.privacy.private_table import Measurement  # noqa: E402
 from dpsyn.lib.privacy.queries import Marginal  # noqa: E402
 

@@ -29,7 +29,7 @@ from tests.sprint2_generator import SPRINT2_PARAMS, generate  # noqa: E402
 from dpsyn.dataloader.encoding import Encoder  # noqa: E402
 from dpsyn.dataloader.reading import as_text, public_ranges, validate  # noqa: E402
 from dpsyn.dataloader.schema import parse_schema  # noqa: E402
-from dpsyn.lib.marginals import count_marginal  # noqa: E402
+from dpsyn.lib.records.marginals import count_marginal  # noqa: E402
 
 GROUPS = ("PUMA", "YEAR")
 

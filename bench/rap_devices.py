@@ -4,7 +4,7 @@ For each relaxed-table size n: one starting table and noise-free targets from a 
 random, seeded, shaped like raw Adult: nine categorical columns of Adult's sizes, the label among them,
 and six numeric columns, two of them nullable), the same queries as rap measures (every 1-way
 marginal, 2-way marginals with the label, numeric interval counts alone, per label and along random
-directions).  The same float32 start is projected once per device (lib/relaxed.project, rap's
+directions).  The same float32 start is projected once per device (lib/estimation/relaxed.project, rap's
 defaults); the table gives the largest difference between the two devices' answers after the
 projection, the final losses, and the seconds each took (after one untimed warm-up projection per
 device, which compiles cupy's kernels).
@@ -25,8 +25,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from dpsyn.lib.measurement import Target  # noqa: E402
-from dpsyn.lib import relaxed  # noqa: E402
+from dpsyn.lib.estimation.measurement import Target  # noqa: E402
+from dpsyn.lib.estimation import relaxed  # noqa: E402
 
 SIZES = (9, 16, 7, 15, 6, 5, 2, 42, 2)  # Adult's categorical columns; the last is the label
 NUMERIC, NULLABLE = 6, (False, False, False, False, True, True)

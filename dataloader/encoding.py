@@ -29,7 +29,7 @@ import pandas as pd
 
 from dpsyn.dataloader.rules import compared, rule_cuts
 from dpsyn.dataloader.schema import CATEGORICAL, Column, Schema, category_list
-from dpsyn.lib.domain import Domain
+from dpsyn.lib.records.domain import Domain
 
 DEFAULT_BINS = 20
 MAX_INFERRED_DECIMALS = 6

@@ -19,7 +19,7 @@ from dpsyn.dataloader.encoding import Encoder
 from dpsyn.dataloader.reading import (DataError, InvalidReport, as_text, check_columns, individual_ids, is_parquet,
                                       settle_invalid, typed_values, withheld)
 from dpsyn.dataloader.schema import Schema
-from dpsyn.lib.marginals import code_dtype
+from dpsyn.lib.records.marginals import code_dtype
 from dpsyn.lib.privacy.engine import Part
 
 PARTITION_BYTES = 64 << 20  # CSV bytes per Dask partition

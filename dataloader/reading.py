@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dpsyn.dataloader.schema import CATEGORICAL, MAX_MAGNITUDE, Column, Schema, category_list
-from dpsyn.lib.progress import progress
+from dpsyn.lib.runtime.progress import progress
 
 log = logging.getLogger(__name__)
 

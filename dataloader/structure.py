@@ -29,7 +29,7 @@ from dpsyn.dataloader.comparisons import failing_pairs
 from dpsyn.dataloader.encoding import Encoder
 from dpsyn.dataloader.rules import Atom, compared as compared_columns
 from dpsyn.dataloader.schema import CATEGORICAL, Column, Schema, SchemaError
-from dpsyn.lib.constraints import Box, Boxes, Derivation, NullLink
+from dpsyn.lib.records.constraints import Box, Boxes, Derivation, NullLink
 from dpsyn.lib.tuning import T
 
 

@@ -27,7 +27,7 @@ import pyarrow.csv as pa_csv
 
 from dpsyn.dataloader.reading import DataError
 from dpsyn.dataloader.schema import CATEGORICAL, Column, Schema
-from dpsyn.lib.interrupts import held
+from dpsyn.lib.runtime.interrupts import held
 
 log = logging.getLogger(__name__)
 

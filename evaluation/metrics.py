@@ -9,7 +9,7 @@ import itertools
 
 import numpy as np
 
-from dpsyn.lib.marginals import count_marginal
+from dpsyn.lib.records.marginals import count_marginal
 
 BIAS_THRESHOLD = 250
 SPRINT2_PAIRS = 50

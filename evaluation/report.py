@@ -38,7 +38,7 @@ from dpsyn.dataloader.schema import Schema  # noqa: E402
 from dpsyn.evaluation.metrics import marginal_tvd  # noqa: E402
 from dpsyn.evaluation.scoring import WARNING, EvaluationOptions, Evaluator, individuals_line  # noqa: E402
 from dpsyn.evaluation.sdnist import cells as sdnist_cells  # noqa: E402
-from dpsyn.lib.marginals import count_marginal  # noqa: E402
+from dpsyn.lib.records.marginals import count_marginal  # noqa: E402
 
 MAX_TICK_LABELS = 12  # categories drawn one by one; a column with more shows its most common ones and "other"
 METRICS = (

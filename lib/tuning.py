@@ -9,7 +9,7 @@ only moves shares of a budget that the ledger enforces, or changes post-processi
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 TABLE: tuple[tuple[str, Any, str], ...] = (
     # budget.py
@@ -21,25 +21,25 @@ TABLE: tuple[tuple[str, Any, str], ...] = (
     ("structure_min_support", 20,
      "public rows a structural finding (derived or null-linked column) needs on each side"),
     ("structure_chance", 1e-9, "the largest chance that a structural finding holds between unrelated columns"),
-    # lib/consistency.py
+    # lib/estimation/consistency.py
     ("consistency_rounds", 10, "rounds of the weighted-average and non-negativity steps before the exact fit"),
     ("consistency_tolerance", 1e-12, "the exact fit stops when the marginals agree to this share of the total"),
     ("consistency_max_fit_iterations", 2000, "the most sweeps of proportional fitting in the exact fit"),
     ("consistency_pseudo_share", 1e-3,
      "pseudo-count, as a share of the total, that keeps an all-zero marginal fittable"),
-    # lib/constraints.py
+    # lib/records/constraints.py
     ("constraints_repair_passes", 8, "passes of the edit-rule repair over the synthetic records"),
-    # lib/record_fit.py
+    # lib/estimation/record_fit.py
     ("record_fit_null_tries", 2, "tries for a null value in the record fit (fewer than for a value)"),
-    # lib/relaxed.py
+    # lib/estimation/relaxed.py
     ("relaxed_margin", 0.01,
      "how far outside [0, 1] a relaxed numeric value may lie, so spikes at a bound stay on one side of a cut"),
-    # lib/smoothing.py
+    # lib/estimation/smoothing.py
     ("smoothing_bandwidths", (0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0),
      "kernel sds, in codes, that the smoothing of an ordered 1-way marginal chooses among"),
     ("smoothing_risk_share", 0.5,
      "smooth or shrink a noisy marginal only where the risk estimate is at most this share of its error"),
-    # lib/tilting.py
+    # lib/estimation/tilting.py
     ("tilting_support_cap", 4000, "distinct synthetic rows the reweighting's denoising fit works on at most"),
     ("tilting_iterations", 50, "proximal Newton steps of the tilt at most"),
     ("tilting_pin", 1e-3, "an estimate with sd 0 weighs as if its sd were this share of its noise sd"),
@@ -170,6 +170,9 @@ class Tuning:
         self.meaning = {name: meaning for name, _, meaning in table}
         for name, value in self._defaults.items():
             setattr(self, name, value)
+
+    if TYPE_CHECKING:  # the values are set from the table, one attribute each
+        def __getattr__(self, name: str) -> Any: ...
 
     def parse(self, name: str, text: str) -> Any:
         """``text`` read as a value for ``name``, of its default's type (numbers; a tuple as comma-separated

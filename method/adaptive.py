@@ -20,7 +20,7 @@ post-processes the records (step 4):
    mechanism (``PrivateTable.select``, adaptive_select_share of the round's rho) on the score
    ||q(D) − q(model)||₁ − e(q(model), σ), the model's L1 error minus the L1 error that measuring it would
    leave: the noise left once consistency cuts the noisy counts to non-negative ones of the same total
-   (lib/projected_noise.py, worked out on the model's answer: about sqrt(2/π)·σ·cells for a dense marginal,
+   (lib/estimation/projected_noise.py, worked out on the model's answer: about sqrt(2/π)·σ·cells for a dense marginal,
    far less for a sparse one, whose empty cells mostly stay empty), and measures it with the rest
    (Gaussian); the model is then refit (consistency,
    then GUM warm-started from the last round's records: the write-up's moves when the records
@@ -37,7 +37,7 @@ post-processes the records (step 4):
    goes.  Or, when asked (``max_entropy``: the planner's
    choice, method/dpsyn.py), the final records are drawn instead from private-pgm's estimate: the
    distribution nearest the consistent marginals, from the uniform, found by accelerated mirror descent on a
-   junction tree (``Model.max_entropy``, lib/maxent.py), with the group columns among its columns where there are
+   junction tree (``Model.max_entropy``, lib/estimation/maxent.py), with the group columns among its columns where there are
    groups (each group's records then drawn from it given the group, ``Model.draw_groups``).
 
 The model (post-processing of released values only) is a set of records over the non-group
@@ -48,7 +48,7 @@ marginals by some of the group columns where measured.  It answers a measured ma
 consistent estimate when the records started from independent draws (``Model.estimates``), else
 by counting its records.  From independent draws, the noisy 1-way marginal of an ordered column (numeric
 bins, integer categories in increasing order) is smoothed along its codes where Stein's unbiased risk
-estimate says that at least halves its squared error (``Model.smoothed``, lib/smoothing.py: adult's age
+estimate says that at least halves its squared error (``Model.smoothed``, lib/estimation/smoothing.py: adult's age
 and fnlwgt at eps 0.1).  Records and marginals are over the model's columns (split columns as
 coarse code and offset) and translated back to the domain's for the rest of the release.  The
 final records are shared out per group from the model's records (method/groups.py), as in the
@@ -63,18 +63,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from dpsyn.lib.consistency import fit_to_margins, make_consistent
-from dpsyn.lib.constraints import NO_BOXES, Boxes
-from dpsyn.lib.exchange import exchange_unmeasured
-from dpsyn.lib.smoothing import denoise, shrink
-from dpsyn.lib.gum import GumOptions, gum
-from dpsyn.lib.marginals import clip_and_normalise, compact_codes, count_marginal, count_marginals
-from dpsyn.lib.projected_noise import projected_noise_l1
-from dpsyn.lib.maxent import draw, fit, junction_tree, maximal_cliques, tree_cells
-from dpsyn.lib.measurement import Target
+from dpsyn.lib.estimation.consistency import fit_to_margins, make_consistent
+from dpsyn.lib.records.constraints import NO_BOXES, Boxes
+from dpsyn.lib.records.exchange import exchange_unmeasured
+from dpsyn.lib.estimation.smoothing import denoise, shrink
+from dpsyn.lib.estimation.gum import GumOptions, gum
+from dpsyn.lib.records.marginals import clip_and_normalise, compact_codes, count_marginal, count_marginals
+from dpsyn.lib.estimation.projected_noise import projected_noise_l1
+from dpsyn.lib.estimation.maxent import draw, fit, junction_tree, maximal_cliques, tree_cells
+from dpsyn.lib.estimation.measurement import Target
 from dpsyn.lib.privacy.private_table import PrivateTable
 from dpsyn.lib.privacy.queries import Marginal
-from dpsyn.lib.progress import progress
+from dpsyn.lib.runtime.progress import progress
 from dpsyn.lib.tuning import T
 from dpsyn.method.base import RunContext, spread
 from dpsyn.method.groups import base_size, smoothed_counts, start_records
@@ -158,7 +158,7 @@ class Model:
 
     def smoothed(self, key: tuple[int, ...]) -> tuple[np.ndarray, float]:
         """The noisy marginal of model key ``key`` and its noise sd, pulled toward a guess where Stein's risk
-        estimate says that pays (lib/smoothing.py): with public records, every marginal toward the public records'
+        estimate says that pays (lib/estimation/smoothing.py): with public records, every marginal toward the public records'
         own (``shrink``: the public file as the prior, kept only as far as the noisy answer agrees with it);
         without, an exact 1-way marginal smoothed along its ordered codes or shrunk toward flat (``denoise``).
         Post-processing."""
@@ -194,12 +194,12 @@ class Model:
         warm-started passes, or when ``final`` the full fit's (FROM_PUBLIC or REWRITE)."""
         self.fit_marginals(final)
         for options in (FROM_PUBLIC if self.from_public else REWRITE)[int(final)]:
-            self.records = gum(self.records, self.layout.model_sizes, [Target(c, v) for c, v in self.global_targets()],
+            self.records = gum(self.records, self.layout.model_sizes, self.global_targets(),
                                rng, options, self.boxes)
 
-    def global_targets(self) -> list[tuple[tuple[int, ...], np.ndarray]]:
+    def global_targets(self) -> list[Target]:
         """The consistent marginals without group columns."""
-        return [(cols, v) for cols, v in self.consistent.items() if self.is_global(cols)]
+        return [Target(cols, v) for cols, v in self.consistent.items() if self.is_global(cols)]
 
     def is_global(self, cols: tuple[int, ...]) -> bool:
         """Whether model key ``cols`` is a marginal of some columns, none of them a group column."""
@@ -267,7 +267,7 @@ class Model:
 
     def answers(self, candidates: list[tuple[int, ...]]) -> list[np.ndarray]:
         """``answer`` for every candidate, the ones counted from the records counted together in one pass
-        over them (lib/marginals.count_marginals); a coarse reading whose exact one is a candidate too is that
+        over them (lib/records/marginals.count_marginals); a coarse reading whose exact one is a candidate too is that
         one with the offsets summed out."""
         exact_set = {key for key in candidates if not self.layout.coarse(key)}
         counted = [key for key in candidates if not self.estimates(key) and not self.by_groups(key)
@@ -291,7 +291,7 @@ class Model:
 
     def max_entropy(self, columns: list[int], with_groups: bool = False) -> tuple | None:
         """The consistent marginals fitted in full, then the maximum-entropy distribution with them
-        (lib/maxent.py: its junction tree and calibrated beliefs) over model columns ``columns``, and the group
+        (lib/estimation/maxent.py: its junction tree and calibrated beliefs) over model columns ``columns``, and the group
         columns with their marginals too when ``with_groups``, after at most adaptive_max_entropy_steps steps;
         None (nothing fitted but the marginals) where the tree would take over adaptive_max_entropy_cells cells.
         Post-processing."""
@@ -350,7 +350,7 @@ class Model:
 
     def exchange_unmeasured(self, columns: list[int], rng: np.random.Generator) -> None:
         """Each of ``columns`` (model columns) exchanged among the records that agree on every column
-        measured with it (lib/exchange.py) and on every column an edit rule reads with it.  Every measured
+        measured with it (lib/records/exchange.py) and on every column an edit rule reads with it.  Every measured
         marginal keeps the records' counts and no record enters a box (each block's other box columns are
         equal, and each value was allowed with them); what goes is the association with unmeasured columns
         that GUM's duplicates copy in.  Post-processing."""
@@ -465,7 +465,7 @@ def measure_adaptively(private: PrivateTable, public_codes: np.ndarray | None, c
     # kept as compact_codes gives them: GUM moves them, and the rounds count them, in that layout
     model.records = compact_codes(start_records(public, model_idx, model.global_targets(), n, layout.model_sizes,
                                                 ctx.rng), layout.model_sizes)
-    model.records = gum(model.records, layout.model_sizes, [Target(c, v) for c, v in model.global_targets()], ctx.rng,
+    model.records = gum(model.records, layout.model_sizes, model.global_targets(), ctx.rng,
                         boxes=model.boxes)
     if one_way_rounds > 0:
         sigmas = [model.noisy[layout.key((j,))][1] for j in other_idx]

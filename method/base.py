@@ -27,9 +27,9 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from dpsyn.lib.tasks import run_tasks
-from dpsyn.lib.constraints import NO_BOXES, Boxes
-from dpsyn.lib.domain import Domain
+from dpsyn.lib.runtime.tasks import run_tasks
+from dpsyn.lib.records.constraints import NO_BOXES, Boxes
+from dpsyn.lib.records.domain import Domain
 from dpsyn.lib.privacy.plan import Node
 from dpsyn.lib.privacy.private_table import PrivateTable
 
@@ -113,7 +113,7 @@ class RunContext:
 
     def run_tasks(self, fn: Callable, state, tasks, done: Callable[[], None] = lambda: None) -> list:
         """[fn(state, task) for task in tasks] in order: through the release's engine (``tasks``: its map, one
-        cluster task each under the Dask engine), else in ``jobs`` forked processes (lib/tasks.py).  Public
+        cluster task each under the Dask engine), else in ``jobs`` forked processes (lib/runtime/tasks.py).  Public
         inputs only; results do not depend on where the tasks ran."""
         if self.tasks is not None:
             return self.tasks(fn, state, tasks, done)

@@ -21,8 +21,8 @@ import math
 
 import numpy as np
 
-from dpsyn.lib.marginals import clip_and_normalise
-from dpsyn.lib.measurement import Target
+from dpsyn.lib.records.marginals import clip_and_normalise
+from dpsyn.lib.estimation.measurement import Target
 from dpsyn.lib.privacy.private_table import PrivateTable
 from dpsyn.lib.privacy.queries import Marginal
 from dpsyn.lib.tuning import T

@@ -30,14 +30,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dpsyn.lib.consistency import common_total, make_consistent
-from dpsyn.lib.gum import gum
-from dpsyn.lib.marginals import count_marginal
-from dpsyn.lib.measurement import Target
+from dpsyn.lib.estimation.consistency import common_total, make_consistent
+from dpsyn.lib.estimation.gum import gum
+from dpsyn.lib.records.marginals import count_marginal
+from dpsyn.lib.estimation.measurement import Target
 from dpsyn.lib.privacy.plan import Node
 from dpsyn.lib.privacy.private_table import PrivateTable
 from dpsyn.lib.privacy.queries import DependencyScores, Marginal
-from dpsyn.lib.smoothing import denoise
+from dpsyn.lib.estimation.smoothing import denoise
 from dpsyn.lib.tuning import T
 from dpsyn.method.base import Method, PublicData, RunContext, SynthesisResult, option, spread
 from dpsyn.method.dependent_pairs import measure_dependent_pairs
@@ -159,7 +159,7 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
             rich = public_codes is not None and bool(group_idx) and plan.regime == TWO_WAY  # groups drawn by raking
             start = start_records(public_codes, other_idx, global_targets, base_size(total, rich=rich), sizes,
                                   ctx.rng)
-            base = gum(start, sizes, [Target(c, v) for c, v in global_targets], ctx.rng, boxes=ctx.boxes)
+            base = gum(start, sizes, global_targets, ctx.rng, boxes=ctx.boxes)
         own_only = plan.regime == ADAPTIVE or (options.planner == AUTO and bool(group_idx))
         fit = GUM_MOVES if not own_only else RAKE if public_codes is not None else REWRITE
         pieces = None
@@ -186,16 +186,16 @@ def _max_entropy(plan, public_codes, group_idx) -> bool:
     return public_codes is None and (bool(group_idx) or plan.many_rounds)
 
 
-def _global_targets(by_cols: dict, group_idx, other_idx) -> list[tuple]:
+def _global_targets(by_cols: dict, group_idx, other_idx) -> list[Target]:
     """The consistent marginals without group columns, plus the 1-way projection of every
     other column that none of them covers (one measured only per group, as group × column),
     so that every column has a target to fit each group's own margins to."""
-    targets = [(c, v) for c, v in by_cols.items() if c and not set(c) & set(group_idx)]
-    covered = {j for c, _ in targets for j in c}
+    targets = [Target(c, v) for c, v in by_cols.items() if c and not set(c) & set(group_idx)]
+    covered = {j for t in targets for j in t.query}
     for j in other_idx:
         if j not in covered:
             cols, values = next((c, v) for c, v in by_cols.items() if j in c)
-            targets.append(((j,), values.sum(axis=tuple(i for i, c in enumerate(cols) if c != j))))
+            targets.append(Target((j,), values.sum(axis=tuple(i for i, c in enumerate(cols) if c != j))))
     return targets
 
 
@@ -264,7 +264,7 @@ def _targets(private: PrivateTable, public_codes, ctx: RunContext, options: Dpsy
 
 def _denoised(ctx: RunContext, measured: list[Target]) -> list[Target]:
     """``measured`` with each noisy 1-way marginal smoothed along its ordered codes or shrunk toward flat where
-    Stein's risk estimate says that pays (lib/smoothing.py ``denoise``; at a tiny budget, noise that swamps a
+    Stein's risk estimate says that pays (lib/estimation/smoothing.py ``denoise``; at a tiny budget, noise that swamps a
     column's shape).  Post-processing: no privacy cost."""
     names, out, done = ctx.domain.names, [], []
     for cols, values, sigma, _ in measured:

@@ -10,15 +10,15 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from dpsyn.lib.consistency import fit_to_margins
-from dpsyn.lib.constraints import NO_BOXES, Boxes
-from dpsyn.lib.gum import GumOptions, gum
-from dpsyn.lib.marginals import clip_and_normalise
-from dpsyn.lib.measurement import Target
-from dpsyn.lib.progress import progress
-from dpsyn.lib.raking import balanced_groups, rake, rake_groups, stratified_order, systematic_draw
-from dpsyn.lib.shrinkage import shrink_counts
-from dpsyn.lib.tasks import run_tasks
+from dpsyn.lib.estimation.consistency import fit_to_margins
+from dpsyn.lib.records.constraints import NO_BOXES, Boxes
+from dpsyn.lib.estimation.gum import GumOptions, gum
+from dpsyn.lib.records.marginals import clip_and_normalise
+from dpsyn.lib.estimation.measurement import Target
+from dpsyn.lib.runtime.progress import progress
+from dpsyn.lib.estimation.raking import balanced_groups, rake, rake_groups, stratified_order, systematic_draw
+from dpsyn.lib.estimation.shrinkage import shrink_counts
+from dpsyn.lib.runtime.tasks import run_tasks
 from dpsyn.lib.tuning import T
 
 log = logging.getLogger(__name__)
@@ -56,7 +56,7 @@ def base_size(total: float, most: int | None = None, rich: bool = False, per_row
 def start_records(public_codes: np.ndarray | None, other_idx: list[int], targets, n: int,
                   sizes: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
     """n records to start GUM from: random public records when given (unknown codes as 0), else
-    independent draws from the 1-way projections of ``targets`` (column indices, values).  Only the
+    independent draws from the 1-way projections of ``targets`` (Targets over column indices).  Only the
     ``other_idx`` columns are set; group columns and columns the release sets later stay 0."""
     records = np.zeros((n, len(sizes)), dtype=np.int32)
     if public_codes is not None:
@@ -64,7 +64,7 @@ def start_records(public_codes: np.ndarray | None, other_idx: list[int], targets
         records[records < 0] = 0
         return records
     for j in other_idx:
-        cols, values = next((c, v) for c, v in targets if j in c)
+        cols, values = next((t.query, t.noisy) for t in targets if j in t.query)
         axis = tuple(i for i, c in enumerate(cols) if c != j)
         records[:, j] = rng.choice(sizes[j], size=n, p=clip_and_normalise(values.sum(axis=axis)))
     return records
@@ -72,7 +72,7 @@ def start_records(public_codes: np.ndarray | None, other_idx: list[int], targets
 
 def smoothed_counts(noisy: np.ndarray, sigma: float, columns: tuple[str, ...]) -> np.ndarray:
     """The noisy group counts (shaped by ``columns``) pulled toward their independence fit by
-    empirical Bayes (lib/shrinkage.py): where the noise sd is large against the counts, as with
+    empirical Bayes (lib/estimation/shrinkage.py): where the noise sd is large against the counts, as with
     many small groups, each group's count borrows from its row and column totals.  Post-processing."""
     shrunk = shrink_counts(noisy, sigma)
     kept = ", ".join(f"{c} totals {w:.0%}" for c, w in zip(columns, shrunk.margins))
@@ -97,16 +97,17 @@ def group_sizes(noisy: np.ndarray, max_records: int, floor: int = 0, multiple: i
 
 
 
-def per_group_targets(targets, per_group_1way: dict, n_groups: int) -> list:
+def per_group_targets(targets: list[Target], per_group_1way: dict, n_groups: int) -> list[Target]:
     """Each global target stacked per group (leading axis: group) and fitted, for all groups
     at once, to the groups' own 1-way marginals (``per_group_1way[column]``: groups × values).
 
     Keeps each global marginal's association while moving its margins to every group's own."""
     out = []
-    for cols, values in targets:
+    for cols, values, *_ in targets:
         margins = {("group", c): per_group_1way[c] + 1e-9 for c in cols if c in per_group_1way}
         stacked = np.broadcast_to(values, (n_groups,) + values.shape)
-        out.append((cols, fit_to_margins(stacked, ("group",) + tuple(cols), margins, 0.0, T.groups_fit_iterations)))
+        out.append(Target(cols, fit_to_margins(stacked, ("group",) + tuple(cols), margins, 0.0,
+                                               T.groups_fit_iterations)))
     return out
 
 
@@ -185,8 +186,8 @@ def _one_group(state, args) -> np.ndarray:
                       GROUP_REWRITE, boxes)
     else:
         if stacked:
-            targets = [(cols, values[cell]) for cols, values in targets]
-        records = gum(base[rows], sizes, [Target(c, v) for c, v in targets], rng,
+            targets = [Target(t.query, t.noisy[cell]) for t in targets]
+        records = gum(base[rows], sizes, targets, rng,
                       GROUP_REWRITE if fit == REWRITE else GROUP_GUM, boxes)
     if group_idx:
         records[:, group_idx] = np.unravel_index(cell, group_shape)
@@ -209,10 +210,10 @@ class GroupState(NamedTuple):
 
 @dataclass(frozen=True)
 class GroupTargets:
-    """What the groups are fitted to: ``shared``, the global marginals ((column indices, values) pairs), and
+    """What the groups are fitted to: ``shared``, the global marginals (Targets over column indices), and
     ``own``, by column, each group's own 1-way marginal (rows = groups)."""
 
-    shared: list
+    shared: list[Target]
     own: dict = field(default_factory=dict)
 
 
@@ -253,7 +254,7 @@ def synthesize_groups(base: np.ndarray, per_group: np.ndarray, group_idx: list[i
     jobs, targets = how.jobs, targets.shared
     run = how.run or (lambda fn, state, tasks, done: run_tasks(fn, state, tasks, jobs, done))
     if how.own_targets_only:
-        targets = [(cols, values) for cols, values in targets if set(cols) & set(per_group_1way)]
+        targets = [t for t in targets if set(t.query) & set(per_group_1way)]
     group_shape = tuple(sizes[j] for j in group_idx)
     cells = np.flatnonzero(per_group)
     rngs = rng.spawn(len(cells))

@@ -15,8 +15,8 @@ import logging
 
 import numpy as np
 
-from dpsyn.lib.consistency import common_total
-from dpsyn.lib.marginals import clip_and_normalise
+from dpsyn.lib.estimation.consistency import common_total
+from dpsyn.lib.records.marginals import clip_and_normalise
 from dpsyn.lib.privacy.private_table import PrivateTable
 from dpsyn.lib.privacy.queries import Marginal
 from dpsyn.lib.tuning import T

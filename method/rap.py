@@ -6,7 +6,7 @@ counts of numeric columns (cut where the current synthetic values have their qua
 value of a categorical column (mixed marginals), random linear directions over numeric columns
 per value of ``--target`` (class-conditional linear thresholds) or over pairs of numeric columns,
 and categorical marginals (1-, 2-way, and 3-way with the target), and fits a relaxed table
-(lib/relaxed.py) to them.
+(lib/estimation/relaxed.py) to them.
 
 Measurements (all through the private table, Gaussian, sensitivity from theta):
 
@@ -49,10 +49,10 @@ the noisy group counts, shrunk toward the product of their totals (method/groups
 ``smoothed_counts``; group columns fixed).  The release draws its records from
 the relaxed rows: categorical values from their probabilities, numeric values as fitted; then
 moves the records' codes and values toward every noisy answer by discrete coordinate descent
-(lib/record_fit.py, post-processing), which mends what the sigmoids' vanishing gradients left
+(lib/estimation/record_fit.py, post-processing), which mends what the sigmoids' vanishing gradients left
 unfitted (the release rounds values to the column's precision and recomputes their codes); last,
 each categorical column that no interval query reads is exchanged among the records that agree on
-every column measured with it (lib/exchange.py, as method/adaptive.py does), which keeps every
+every column measured with it (lib/records/exchange.py, as method/adaptive.py does), which keeps every
 measured marginal's counts and drops associations nothing measured.  Projections after the first start at rap_restart_beta, not at
 START_BETA.
 """
@@ -67,15 +67,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dpsyn.lib import record_fit, relaxed
-from dpsyn.lib.constraints import NO_BOXES
-from dpsyn.lib.consistency import common_total
-from dpsyn.lib.domain import scale_to_unit
-from dpsyn.lib.exchange import exchange_unmeasured
-from dpsyn.lib.measurement import Target
+from dpsyn.lib.estimation import record_fit, relaxed
+from dpsyn.lib.records.constraints import NO_BOXES
+from dpsyn.lib.estimation.consistency import common_total
+from dpsyn.lib.records.domain import scale_to_unit
+from dpsyn.lib.records.exchange import exchange_unmeasured
+from dpsyn.lib.estimation.measurement import Target
 from dpsyn.lib.privacy.private_table import Measurement, PrivateTable
 from dpsyn.lib.privacy.queries import Intervals, Marginal
-from dpsyn.lib.progress import progress
+from dpsyn.lib.runtime.progress import progress
 from dpsyn.lib.tuning import T
 from dpsyn.method.base import Method, PublicData, RunContext, SynthesisResult, option
 from dpsyn.method.groups import group_sizes, smoothed_counts
@@ -593,7 +593,7 @@ def _exchange_unmeasured(layout: _Layout, cat_codes: list[np.ndarray], fits: lis
                          rng: np.random.Generator, boxes=NO_BOXES) -> list[np.ndarray]:
     """Each free categorical column that no interval query reads, exchanged among the records that agree on
     the group columns, every categorical column measured with it and every column an edit rule reads with
-    it (lib/exchange.py; post-processing): every measured marginal keeps the records' counts, no record
+    it (lib/records/exchange.py; post-processing): every measured marginal keeps the records' counts, no record
     enters an edit rule's box, and associations nobody measured go.  A column that a rule reads with a
     numeric column stays."""
     if not cat_codes:
@@ -621,7 +621,7 @@ def _fit_records(layout: _Layout, cat_codes: list[np.ndarray], values: np.ndarra
                  rng: np.random.Generator) -> tuple[list[np.ndarray], np.ndarray]:
     """The records' categorical codes (group columns fixed) and numeric values (relaxed scale) moved toward
     ``fits`` (every measurement but the group counts, weighted as the projection weighs them, and those only
-    the records fit) by lib/record_fit.py's coordinate descent (post-processing), a nullable column's values
+    the records fit) by lib/estimation/record_fit.py's coordinate descent (post-processing), a nullable column's values
     to and from null too.  The projection leaves values on the wrong side of far cuts, where the sigmoids'
     gradients vanish: the record fit moves them."""
     sizes = tuple(layout.domain.sizes[layout.domain.index(c)] for c in layout.categorical)

@@ -22,7 +22,7 @@ from functools import cached_property
 
 import numpy as np
 
-from dpsyn.lib.constraints import Box, Boxes
+from dpsyn.lib.records.constraints import Box, Boxes
 from dpsyn.lib.tuning import T
 
 

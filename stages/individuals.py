@@ -6,7 +6,7 @@ measures, inside its own plan node, how many individuals start at each clock val
 individual's consecutive rows, per clock value of the first (queries.Transitions: at most theta - 1 pairs an
 individual, in distinct cells since the clock is distinct per individual, so sqrt(theta - 1) in L2; a column
 with more than individuals_stays_codes codes has only whether it stays measured).  After every other stage
-it links the synthetic rows of consecutive clock values into individuals (lib/linking.py):
+it links the synthetic rows of consecutive clock values into individuals (lib/records/linking.py):
 
 * rows of one individual agree on every stable column, and each advancing column moves by the clock's
   difference (a row follows another only if the moved value falls in its bin; the value is then set to it);
@@ -32,7 +32,7 @@ import numpy as np
 
 from dpsyn.dataloader.encoding import Encoder
 from dpsyn.dataloader.individuals import Individual
-from dpsyn.lib.linking import NO_KEY, Rows, link, plan_spans
+from dpsyn.lib.records.linking import NO_KEY, Rows, link, plan_spans
 from dpsyn.lib.privacy.accounting import gaussian_sigma
 from dpsyn.lib.privacy.plan import Node
 from dpsyn.lib.privacy.private_table import PrivateTable

@@ -15,7 +15,7 @@ import numpy as np
 from dpsyn.dataloader.encoding import Encoder
 from dpsyn.dataloader.individuals import Individual
 from dpsyn.dataloader.structure import Structure
-from dpsyn.lib.marginals import cell_index
+from dpsyn.lib.records.marginals import cell_index
 from dpsyn.lib.privacy.accounting import gaussian_sigma
 from dpsyn.lib.privacy.plan import Node
 from dpsyn.lib.privacy.private_table import PrivateTable

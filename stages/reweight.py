@@ -20,10 +20,10 @@ Several specs are joined with ``;`` (or given as a list).  The stage:
    the noisy answers (their noise sd, public) and the synthetic rows' own answers (their distance
    from the truth, estimated per measure from how far they are from the noisy answers beyond the
    noise: empirical Bayes), as a constrained fit over distributions on the synthetic rows
-   (lib/tilting.denoised_answers, cvxpy).  An answer within noise of the synthetic one is left
+   (lib/estimation/tilting.denoised_answers, cvxpy).  An answer within noise of the synthetic one is left
    where the synthetic rows have it;
 3. finds the tilt exp(-λ·(q(x) - a)) of the synthetic rows toward those estimates, each answer
-   with a tolerance of reweight_band of its estimate's sd (lib/tilting.tilt); with group columns,
+   with a tolerance of reweight_band of its estimate's sd (lib/estimation/tilting.tilt); with group columns,
    alternates it with rescaling each group to its own size (alternating I-projections), so that
    resampling within groups keeps every group's row count; stops the tilt part of the way where
    the weights' effective sample size would fall below ``floor`` of the rows;
@@ -43,11 +43,11 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from dpsyn.lib.domain import scale_to_unit
-from dpsyn.lib.marginals import cell_index
+from dpsyn.lib.records.domain import scale_to_unit
+from dpsyn.lib.records.marginals import cell_index
 from dpsyn.lib.privacy.private_table import PrivateTable
 from dpsyn.lib.privacy.queries import Marginal, Moments
-from dpsyn.lib.tilting import denoised_answers, effective_share, prior_sd, resample, tempered, tilt
+from dpsyn.lib.estimation.tilting import denoised_answers, effective_share, prior_sd, resample, tempered, tilt
 from dpsyn.lib.tuning import T
 from dpsyn.method.base import OptionError, RunContext
 

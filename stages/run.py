@@ -20,8 +20,8 @@ from dpsyn.dataloader.inputs import Prepared, PublicSide
 from dpsyn.dataloader.rules import violations
 from dpsyn.dataloader.schema import Run
 from dpsyn.dataloader.structure import Structure
-from dpsyn.lib.constraints import Boxes
-from dpsyn.lib.marginals import cell_index
+from dpsyn.lib.records.constraints import Boxes
+from dpsyn.lib.records.marginals import cell_index
 from dpsyn.lib.privacy.accounting import Ledger
 from dpsyn.lib.privacy.plan import Plan
 from dpsyn.lib.privacy.private_table import Measurement, PrivateRecords, PrivateTable, Selection

@@ -8,8 +8,8 @@ Post-processing only: it reads the method's synthetic codes and its noisy measur
    (the group × column marginals of dpsyn's two-way regime), otherwise a code drawn from the
    synthetic records of that cell (columns in ``fixed`` already hold their value);
 2. derived columns become their parent's function, null-linked columns follow their parent's
-   null (lib/constraints.derive);
-3. every record leaves every forbidden box (lib/constraints.repair), and 2-3 repeat while
+   null (lib/records/constraints.derive);
+3. every record leaves every forbidden box (lib/records/constraints.repair), and 2-3 repeat while
    repair changed something that a derivation reads.
 """
 from __future__ import annotations
@@ -17,9 +17,9 @@ from __future__ import annotations
 import numpy as np
 
 from dpsyn.dataloader.structure import Structure
-from dpsyn.lib.constraints import derive, repair
-from dpsyn.lib.domain import Domain
-from dpsyn.lib.marginals import cell_index
+from dpsyn.lib.records.constraints import derive, repair
+from dpsyn.lib.records.domain import Domain
+from dpsyn.lib.records.marginals import cell_index
 from dpsyn.lib.privacy.private_table import Measurement
 from dpsyn.lib.privacy.queries import Marginal
 from dpsyn.lib.tuning import T

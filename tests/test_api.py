@@ -14,7 +14,7 @@ from dpsyn.api import release
 from dpsyn.dataloader.encoding import Encoder
 from dpsyn.dataloader.reading import DataError
 from dpsyn.dataloader.schema import load_schema, parse_schema
-from dpsyn.lib.constraints import NO_BOXES
+from dpsyn.lib.records.constraints import NO_BOXES
 from dpsyn.method.base import OptionError
 from dpsyn.method.dpsyn import DpsynOptions
 from dpsyn.stages.run import known_columns

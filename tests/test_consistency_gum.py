@@ -6,10 +6,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpsyn.lib.consistency import make_consistent
-from dpsyn.lib.gum import GumOptions, gum
-from dpsyn.lib.marginals import compact_codes, count_marginal
-from dpsyn.lib.measurement import Target
+from dpsyn.lib.estimation.consistency import make_consistent
+from dpsyn.lib.estimation.gum import GumOptions, gum
+from dpsyn.lib.records.marginals import compact_codes, count_marginal
+from dpsyn.lib.estimation.measurement import Target
 from helpers import FIXTURES
 
 

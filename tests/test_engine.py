@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dpsyn.lib.marginals import compact_codes, count_marginal, count_marginals
+from dpsyn.lib.records.marginals import compact_codes, count_marginal, count_marginals
 from dpsyn.lib.privacy.accounting import Ledger
 from dpsyn.lib.privacy.engine import DaskEngine, LocalEngine
 from dpsyn.lib.privacy.private_table import PrivateRecords, PrivateTable
@@ -39,7 +39,7 @@ def dask_engine(cluster):
 
 @pytest.mark.parametrize("batch_cells", [1 << 23, 64])
 def test_count_marginals_matches_one_marginal_at_a_time(batch_cells, monkeypatch):
-    monkeypatch.setattr("dpsyn.lib.marginals.BATCH_CELLS", batch_cells)  # 64: one pass per marginal
+    monkeypatch.setattr("dpsyn.lib.records.marginals.BATCH_CELLS", batch_cells)  # 64: one pass per marginal
     rng = np.random.default_rng(0)
     sizes = (5, 300, 7, 2, 40)
     codes = np.column_stack([rng.integers(0, s, 5000) for s in sizes]).astype(np.int32)

@@ -1,17 +1,17 @@
-"""Every estimator takes the one measurement record (lib/measurement.py Target) and, on a tiny domain with
+"""Every estimator takes the one measurement record (lib/estimation/measurement.py Target) and, on a tiny domain with
 noise-free measurements, gives what a brute-force computation over the whole domain gives."""
 import itertools
 
 import cvxpy as cp
 import numpy as np
 
-from dpsyn.lib import relaxed
-from dpsyn.lib.consistency import make_consistent
-from dpsyn.lib.gum import GumOptions, gum
-from dpsyn.lib.marginals import count_marginal
-from dpsyn.lib.maxent import fit, junction_tree
-from dpsyn.lib.measurement import Target
-from dpsyn.lib.raking import rake
+from dpsyn.lib.estimation import relaxed
+from dpsyn.lib.estimation.consistency import make_consistent
+from dpsyn.lib.estimation.gum import GumOptions, gum
+from dpsyn.lib.records.marginals import count_marginal
+from dpsyn.lib.estimation.maxent import fit, junction_tree
+from dpsyn.lib.estimation.measurement import Target
+from dpsyn.lib.estimation.raking import rake
 
 SIZES = (2, 3, 2)
 RNG = np.random.default_rng(11)

@@ -1,12 +1,12 @@
-"""Exchanging a column's values among records that agree on others (lib/exchange.py) and the adaptive
+"""Exchanging a column's values among records that agree on others (lib/records/exchange.py) and the adaptive
 model's use of it (method/adaptive.py ``Model.exchange_unmeasured``)."""
 import itertools
 
 import numpy as np
 
-from dpsyn.lib.constraints import Box, Boxes
-from dpsyn.lib.exchange import exchange_within
-from dpsyn.lib.marginals import count_marginal
+from dpsyn.lib.records.constraints import Box, Boxes
+from dpsyn.lib.records.exchange import exchange_within
+from dpsyn.lib.records.marginals import count_marginal
 from dpsyn.method.adaptive import Model
 
 SIZES = (3, 4, 2, 5)

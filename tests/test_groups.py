@@ -2,6 +2,7 @@
 import numpy as np
 import pytest
 
+from dpsyn.lib.estimation.measurement import Target
 from dpsyn.method.groups import (GUM_MOVES, OWN_RAKE, OWN_REWRITE, RAKE, REWRITE, GroupFit, GroupTargets, assigned_rows, base_size, draw_rows,
                                  own_pools, partition_rows, synthesize_groups)
 
@@ -44,7 +45,7 @@ def test_groups_do_not_depend_on_jobs_and_keep_the_base_marginal_of_columns_they
     base = np.column_stack([np.zeros(600, int), rng.integers(0, 4, 600), rng.integers(0, 2, 600)]).astype(np.int32)
     per_group = np.array([250, 0, 350])
     one_way = {1: np.array([[100.0, 50, 50, 50], [0, 0, 0, 0], [50, 100, 100, 100]])}
-    targets = [((1,), np.array([150.0, 150, 150, 150])), ((2,), np.array([300.0, 300]))]
+    targets = [Target((1,), np.array([150.0, 150, 150, 150])), Target((2,), np.array([300.0, 300]))]
     outs = [synthesize_groups(base, per_group, [0], GroupTargets(targets, one_way), sizes, np.random.default_rng(5),
                               GroupFit(fit, jobs, own_targets_only=True)) for jobs in (1, 2)]
     assert np.array_equal(outs[0], outs[1])
@@ -61,7 +62,7 @@ def test_raked_groups_are_whole_base_records_drawn_toward_the_groups_own_margina
     base = np.column_stack([np.zeros(4000, int), first, (first + (rng.random(4000) < 0.1)) % 4]).astype(np.int32)
     per_group = np.array([1000, 3000])
     one_way = {1: np.array([[400.0, 300, 200, 100], [300, 300, 1200, 1200]])}
-    targets = [((1, 2), np.full((4, 4), 250.0))]
+    targets = [Target((1, 2), np.full((4, 4), 250.0))]
     out = synthesize_groups(base, per_group, [0], GroupTargets(targets, one_way), sizes, np.random.default_rng(5),
                             GroupFit(RAKE, own_targets_only=True))
     assert np.bincount(out[:, 0], minlength=2).tolist() == [1000, 3000]

@@ -1,4 +1,4 @@
-"""Linking synthetic rows into individuals (lib/linking.py, stages/individuals.py): the span plan against brute
+"""Linking synthetic rows into individuals (lib/records/linking.py, stages/individuals.py): the span plan against brute
 force, the links on tiny tables with a known answer, and releases whose individuals keep their stable columns
 and advance their advancing ones (a property over seeds)."""
 import itertools
@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from dpsyn import api
-from dpsyn.lib.linking import NO_KEY, Rows, coverage, link, plan_spans
+from dpsyn.lib.records.linking import NO_KEY, Rows, coverage, link, plan_spans
 
 
 def test_the_span_plan_covers_every_position_and_rounds_the_nearest_real_plan():

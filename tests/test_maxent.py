@@ -1,9 +1,9 @@
-"""The maximum-entropy estimate on a junction tree (lib/maxent.py): tree, calibration, fit and draw."""
+"""The maximum-entropy estimate on a junction tree (lib/estimation/maxent.py): tree, calibration, fit and draw."""
 import numpy as np
 
-import dpsyn.lib.maxent as maxent
-from dpsyn.lib.maxent import calibrate, draw, fit, junction_tree, tree_cells
-from dpsyn.lib.measurement import Target
+import dpsyn.lib.estimation.maxent as maxent
+from dpsyn.lib.estimation.maxent import calibrate, draw, fit, junction_tree, tree_cells
+from dpsyn.lib.estimation.measurement import Target
 
 SIZES = (3, 4, 2, 5, 3, 2)
 SETS = [(0, 1), (1, 2), (2, 3), (0, 3), (3, 4), (4, 5), (1, 5)]  # two cycles: the graph needs fill-in

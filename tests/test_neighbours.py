@@ -10,7 +10,7 @@ keeps methods away from them); the recorded sensitivity from the ledger after a 
 import numpy as np
 import pytest
 
-from dpsyn.lib.domain import Domain
+from dpsyn.lib.records.domain import Domain
 from dpsyn.lib.privacy.accounting import Ledger
 from dpsyn.lib.privacy.private_table import PrivateRecords, PrivateTable
 from dpsyn.lib.privacy.queries import (QUERY_KINDS, CellHistogram, DependencyScores, IndividualSpans, Intervals,

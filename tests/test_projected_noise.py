@@ -1,4 +1,4 @@
-"""lib/projected_noise.py against brute force: the expected L1 error of a noisy marginal once its counts are
+"""lib/estimation/projected_noise.py against brute force: the expected L1 error of a noisy marginal once its counts are
 shifted by τ and cut at zero, τ holding the expected total."""
 import math
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import integrate, optimize, stats
 
-from dpsyn.lib.projected_noise import projected_noise_l1
+from dpsyn.lib.estimation.projected_noise import projected_noise_l1
 
 
 def by_quadrature(m: np.ndarray, sigma: float) -> float:

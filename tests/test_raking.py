@@ -1,9 +1,9 @@
-"""Raking and systematic draws (lib/raking.py)."""
+"""Raking and systematic draws (lib/estimation/raking.py)."""
 import numpy as np
 import pytest
 
-from dpsyn.lib.measurement import Target
-from dpsyn.lib.raking import balanced_groups, rake, rake_groups, stratified_order, systematic_draw
+from dpsyn.lib.estimation.measurement import Target
+from dpsyn.lib.estimation.raking import balanced_groups, rake, rake_groups, stratified_order, systematic_draw
 
 
 def test_raking_reaches_reachable_margins_and_keeps_the_records_association():

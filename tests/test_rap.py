@@ -1,4 +1,4 @@
-"""RAP++ (method/rap.py, lib/relaxed.py): relaxed queries, gradients, accounting, schema-valid output."""
+"""RAP++ (method/rap.py, lib/estimation/relaxed.py): relaxed queries, gradients, accounting, schema-valid output."""
 import itertools
 import json
 
@@ -7,10 +7,10 @@ import pandas as pd
 import pytest
 
 from dpsyn.api import release
-from dpsyn.lib import relaxed
-from dpsyn.lib.constraints import Box, Boxes
-from dpsyn.lib.domain import Domain
-from dpsyn.lib.measurement import Target
+from dpsyn.lib.estimation import relaxed
+from dpsyn.lib.records.constraints import Box, Boxes
+from dpsyn.lib.records.domain import Domain
+from dpsyn.lib.estimation.measurement import Target
 from dpsyn.lib.privacy.accounting import Ledger
 from dpsyn.lib.privacy.private_table import PrivateRecords, PrivateTable
 from dpsyn.lib.privacy.queries import Intervals

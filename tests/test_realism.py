@@ -13,9 +13,9 @@ from dpsyn.dataloader.encoding import Encoder
 from dpsyn.dataloader.rules import violations
 from dpsyn.dataloader.schema import SchemaError, parse_schema
 from dpsyn.dataloader.structure import PublicViews, detect, rule_boxes
-from dpsyn.lib.constraints import repair
-from dpsyn.lib.gum import gum
-from dpsyn.lib.measurement import Target
+from dpsyn.lib.records.constraints import repair
+from dpsyn.lib.estimation.gum import gum
+from dpsyn.lib.estimation.measurement import Target
 from dpsyn.lib.privacy.accounting import Ledger
 from dpsyn.lib.privacy.private_table import PrivateRecords, PrivateTable
 from dpsyn.lib.privacy.unit import PrivacyUnit
@@ -154,7 +154,7 @@ def test_a_function_is_detected_on_a_deterministic_pair_only():
 
 
 def test_a_group_level_value_is_measured_exactly_and_charged():
-    from dpsyn.lib.domain import Domain
+    from dpsyn.lib.records.domain import Domain
     rng = np.random.default_rng(0)
     group = rng.integers(0, 4, 4000)
     truth = np.array([16.3, 2731.2, 2731.3, 52864.7])

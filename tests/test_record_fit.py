@@ -1,10 +1,10 @@
-"""Records moved toward target counts (lib/record_fit.py), as rap uses it on the records it draws
+"""Records moved toward target counts (lib/estimation/record_fit.py), as rap uses it on the records it draws
 from its relaxed table."""
 import numpy as np
 
-from dpsyn.lib.measurement import Target
-from dpsyn.lib.record_fit import RecordFit, fit_records
-from dpsyn.lib.relaxed import RelaxedQuery
+from dpsyn.lib.estimation.measurement import Target
+from dpsyn.lib.estimation.record_fit import RecordFit, fit_records
+from dpsyn.lib.estimation.relaxed import RelaxedQuery
 
 SIZES = (2, 3)
 

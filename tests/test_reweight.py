@@ -1,4 +1,4 @@
-"""Reweighting toward noisy answers (stages/reweight.py, lib/tilting.py): the dual against a cvxpy
+"""Reweighting toward noisy answers (stages/reweight.py, lib/estimation/tilting.py): the dual against a cvxpy
 solve of the primal, the weights, the tolerance's two ends, accounting, determinism, bad specs."""
 import json
 
@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from dpsyn.api import release
-from dpsyn.lib.tilting import denoised_answers, effective_share, resample, tempered, tilt
+from dpsyn.lib.estimation.tilting import denoised_answers, effective_share, resample, tempered, tilt
 from dpsyn.main import main
 from dpsyn.method.base import OptionError
 from dpsyn.stages.reweight import fitted_weights, parse_reweight, with_bounds

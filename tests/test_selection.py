@@ -7,7 +7,7 @@ import pytest
 
 from dpsyn.dataloader.encoding import Encoder
 from dpsyn.dataloader.schema import parse_schema
-from dpsyn.lib.marginals import count_marginal
+from dpsyn.lib.records.marginals import count_marginal
 from dpsyn.lib.privacy.queries import independence_gap
 from dpsyn.method.planner import ONE_WAY
 from dpsyn.method.selection import allocate, greedy_pairs

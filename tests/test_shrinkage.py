@@ -1,7 +1,7 @@
-"""Empirical-Bayes shrinkage of noisy group counts (lib/shrinkage.py)."""
+"""Empirical-Bayes shrinkage of noisy group counts (lib/estimation/shrinkage.py)."""
 import numpy as np
 
-from dpsyn.lib.shrinkage import shrink_counts
+from dpsyn.lib.estimation.shrinkage import shrink_counts
 
 
 def product_table(rng, rows=120, cols=7, mean=80.0):

@@ -1,11 +1,11 @@
-"""Smoothing noisy 1-way marginals of ordered columns, shrinking swamped ones toward flat (lib/smoothing.py), and
+"""Smoothing noisy 1-way marginals of ordered columns, shrinking swamped ones toward flat (lib/estimation/smoothing.py), and
 where the release uses them."""
 import numpy as np
 import pytest
 
 from dpsyn.dataloader.encoding import Encoder
 from dpsyn.dataloader.schema import parse_schema
-from dpsyn.lib.smoothing import denoise, kernel, shrink, smooth
+from dpsyn.lib.estimation.smoothing import denoise, kernel, shrink, smooth
 from dpsyn.lib.tuning import T
 from dpsyn.method.adaptive import Model
 

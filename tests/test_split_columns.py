@@ -9,8 +9,8 @@ import pytest
 from dpsyn.api import release
 from dpsyn.dataloader.encoding import Encoder
 from dpsyn.dataloader.schema import parse_schema
-from dpsyn.lib.constraints import Box, Boxes, repair
-from dpsyn.lib.marginals import coarse_matrix, count_marginal
+from dpsyn.lib.records.constraints import Box, Boxes, repair
+from dpsyn.lib.records.marginals import coarse_matrix, count_marginal
 from dpsyn.lib.tuning import T
 from dpsyn.method.adaptive import Model, candidate_keys
 from dpsyn.method.split_columns import SplitColumns
@@ -142,7 +142,7 @@ def test_groups_keep_their_own_distribution_of_a_split_column():
 
 
 def test_the_estimation_probe_reads_coarse_marginals_as_the_private_table_does():
-    """A coarse reading as a matrix over the exact cells (lib/marginals.coarse_matrix, which
+    """A coarse reading as a matrix over the exact cells (lib/records/marginals.coarse_matrix, which
     bench/estimation_probe.py hands to private-pgm) gives the counts of code // width (the Marginal's
     coarsening), last coarse cell short."""
     codes = records()[:, [0, 1, 3]]

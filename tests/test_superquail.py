@@ -9,7 +9,7 @@ import pytest
 
 from dpsyn.api import release
 from dpsyn.main import main
-from dpsyn.lib.domain import Domain
+from dpsyn.lib.records.domain import Domain
 from dpsyn.lib.privacy.queries import LogisticGradients, DomainRecords
 from dpsyn.lib.tuning import T
 from dpsyn.method.superquail import AdditiveModel, fit_logistic, merge_rankings, sage_values, tune_thresholds

@@ -6,7 +6,7 @@ queries on a handle; a method also runs its per-group synthesis through ``map``.
 noise or charges the ledger: the private table does both before it asks for an answer.
 
 * ``LocalEngine`` (the default): the records in this process; the marginals a step asks for are
-  counted together in one parallel pass (lib/marginals.py ``count_marginals``).
+  counted together in one parallel pass (lib/records/marginals.py ``count_marginals``).
 * ``DaskEngine``: the records in row partitions on the workers of a dask.distributed cluster (one
   given by its scheduler's address, or a LocalCluster of ``jobs`` worker processes that the engine
   starts and stops); every answer is the sum of per-partition answers (map-reduce), and bounding
@@ -27,12 +27,12 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from dpsyn.lib.domain import Domain
-from dpsyn.lib.marginals import compact_codes, count_marginals
+from dpsyn.lib.records.domain import Domain
+from dpsyn.lib.records.marginals import compact_codes, count_marginals
 from dpsyn.lib.privacy.bounding import individual_codes, keep_rows
 from dpsyn.lib.privacy.queries import (BY_INDIVIDUAL, DependencyScores, DomainRecords, Marginal, Query,
                                        independence_gap)
-from dpsyn.lib.tasks import run_tasks
+from dpsyn.lib.runtime.tasks import run_tasks
 
 ENGINES = ("local", "dask")
 Task = Callable[[Any, Any], Any]  # fn(state, task): a method's task on public inputs
@@ -78,7 +78,7 @@ class LocalEngine:
         return exact_answers(held, queries)
 
     def map(self, fn: Task, state: Any, tasks: Sequence[Any], done: Callable[[], None] = lambda: None) -> list[Any]:
-        """[fn(state, task) for task in tasks] in order, in ``jobs`` forked processes (lib/tasks.py)."""
+        """[fn(state, task) for task in tasks] in order, in ``jobs`` forked processes (lib/runtime/tasks.py)."""
         return run_tasks(fn, state, tasks, self.jobs, done)
 
     def close(self) -> None:

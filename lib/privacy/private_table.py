@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 import numpy as np
 import pyarrow as pa
 
-from dpsyn.lib.domain import Domain
+from dpsyn.lib.records.domain import Domain
 from dpsyn.lib.privacy.accounting import Ledger
 from dpsyn.lib.privacy.bounding import individual_codes
-from dpsyn.lib.marginals import compact_codes
+from dpsyn.lib.records.marginals import compact_codes
 from dpsyn.lib.privacy.engine import Loaded, LocalEngine
 from dpsyn.lib.privacy.mechanisms import LedgerStep, exponential_mechanism, gaussian_mechanism
 from dpsyn.lib.privacy.queries import (BY_INDIVIDUAL, MAX_ROWS_BITS, QUERY_KINDS, DomainRecords, Marginal, Query,

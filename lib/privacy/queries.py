@@ -28,8 +28,8 @@ from typing import Any, Mapping
 import numpy as np
 from numpy.typing import ArrayLike
 
-from dpsyn.lib.domain import Domain, scale_to_unit
-from dpsyn.lib.marginals import cell_index, count_marginal
+from dpsyn.lib.records.domain import Domain, scale_to_unit
+from dpsyn.lib.records.marginals import cell_index, count_marginal
 from dpsyn.lib.privacy.bounding import individual_codes
 from dpsyn.lib.privacy.unit import PrivacyUnit
 

@@ -123,10 +123,10 @@ def repair(codes: np.ndarray, boxes: Boxes, rng: np.random.Generator, keep: tupl
         if not len(valid):
             raise ValueError("the edit rules leave no record that satisfies all of them")
         rows = np.flatnonzero(bad)
-        kept = out[np.ix_(rows, list(keep))] if keep else None
+        columns = np.asarray(keep, dtype=np.intp)
+        kept = out[np.ix_(rows, columns)]
         out[rows] = out[rng.choice(valid, size=len(rows))]
-        if keep:
-            out[np.ix_(rows, list(keep))] = kept
+        out[np.ix_(rows, columns)] = kept
         if boxes.forbidden(out).any():
             raise ValueError("the edit rules cannot be met while keeping the group columns")
     return out

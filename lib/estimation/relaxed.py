@@ -29,11 +29,12 @@ import contextlib
 import math
 import string
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from dpsyn.lib.measurement import Target
+from dpsyn.lib.estimation.measurement import Target
 from dpsyn.lib.tuning import T
 
 DEVICES = ("cpu", "gpu")
@@ -77,7 +78,7 @@ class RelaxedQuery:
 
     ``bins``: (numeric position, increasing interior edges, size) triples that split each cell of
     ``by`` further, in order: a value's bin is the number of edges below it, a null's is size − 1
-    (a numeric column's codes in the private table).  Only lib/record_fit.py reads them; the
+    (a numeric column's codes in the private table).  Only lib/estimation/record_fit.py reads them; the
     projection refuses them (a relaxed value's bin has no useful gradient)."""
 
     by: tuple[int, ...]
@@ -98,11 +99,11 @@ class RelaxedTable:
     fixed one; ``values`` (n × r) of the numeric columns in [0, 1]; ``null_logits`` (n × r),
     used only where ``nullable``."""
 
-    xp: object
+    xp: Any
     logits: list
     frozen: dict
-    values: object
-    null_logits: object
+    values: Any
+    null_logits: Any
     nullable: tuple[bool, ...]
 
     @property
@@ -140,7 +141,8 @@ def new_table(xp, categorical: list, numeric_values: np.ndarray, null_probabilit
     """A relaxed table from host arrays: ``categorical[i]`` is (n × k) starting probabilities, with
     ``("frozen", probabilities)`` for a fixed column; numeric values (n × r, r may be 0) in [0, 1] and
     null probabilities (n × r) to start from."""
-    logits, frozen = [], {}
+    logits: list[Any] = []
+    frozen: dict[int, Any] = {}
     for i, c in enumerate(categorical):
         if isinstance(c, tuple):
             frozen[i] = xp.asarray(np.asarray(c[1], dtype=dtype))
@@ -207,9 +209,9 @@ class Workload:
     ``fits`` (one per query), their targets and weights are laid out the same way, on the table's
     backend, once."""
 
-    def __init__(self, table: RelaxedTable, queries: list[RelaxedQuery], fits: list[Target] | None = None):
+    def __init__(self, table: RelaxedTable, queries: list[RelaxedQuery], fits: list[Target[RelaxedQuery]] | None = None):
         if any(q.bins for q in queries):
-            raise ValueError("queries by numeric bins are for lib/record_fit.py, not the projection")
+            raise ValueError("queries by numeric bins are for lib/estimation/record_fit.py, not the projection")
         xp, dtype, r = table.xp, table.values.dtype, table.values.shape[1]
         interval = [i for i, q in enumerate(queries) if q.columns]
         axis_of, axis_query = _shared_axes(queries, interval)
@@ -217,7 +219,9 @@ class Workload:
         # each axis's edges: its cuts between two far edges whose sigmoids are exactly 0 and 1, so that
         # the slots are differences of consecutive rows (with one unused row between two axes)
         w, c = np.zeros((r, a_count)), np.zeros((r, a_count))
-        edges, edge_axis, start = [], [], []
+        edges: list[float] = []
+        edge_axis: list[int] = []
+        start: list[int] = []
         for a, q in enumerate(axis_query):
             w[list(q.columns), a] = q.direction
             c[list(q.columns), a] = 1.0
@@ -233,7 +237,7 @@ class Workload:
         self.slot_axis = xp.asarray(np.asarray(edge_axis[:-1], dtype=np.int64))  # per slot row: its axis
         self.slot_sum = xp.asarray((np.asarray(edge_axis[:-1])[:, None] == np.arange(a_count)[None, :]).astype(dtype))
         # interval queries by ``by``, with their columns of M = [interval slots | null slots]; marginals by ``by``
-        self.groups: dict[tuple[int, ...], tuple[list[int], object]] = {}
+        self.groups: dict[tuple[int, ...], tuple[list[int], Any]] = {}
         self.marginals: dict[tuple[int, ...], list[int]] = {}
         for i, q in enumerate(queries):
             if not q.columns:
@@ -245,7 +249,7 @@ class Workload:
             columns += list(range(start[a], start[a] + len(q.cuts) + 1)) + [self.edges - 1 + a]
         self.groups = {by: (members, xp.asarray(np.asarray(columns, dtype=np.int64)))
                        for by, (members, columns) in self.groups.items()}
-        self.targets = {} if fits is None else {  # per marginal / interval group: targets and weights
+        self.targets: dict[Any, tuple[Any, Any]] = {} if fits is None else {  # per marginal / interval group: targets and weights
             **{("marginal", by): _marginal_targets(xp, table, [fits[i] for i in members])
                for by, members in self.marginals.items()},
             **{by: _targets(xp, [fits[i] for i in members], dtype) for by, (members, _) in self.groups.items()}}
@@ -344,7 +348,7 @@ def answers(table: RelaxedTable, queries: list[RelaxedQuery], beta: float) -> li
     return out
 
 
-def loss_and_grads(table: RelaxedTable, fits: list[Target], beta: float,
+def loss_and_grads(table: RelaxedTable, fits: list[Target[RelaxedQuery]], beta: float,
                    work: Workload | None = None) -> tuple[float, dict]:
     """sum_q w_q ||q(table) - target_q||² and its gradients by parameter name ("cat{i}", "values",
     "nulls"); ``work``: the fits compiled (``Workload(table, queries, fits)``), when the caller keeps one."""
@@ -365,7 +369,7 @@ def loss_and_grads(table: RelaxedTable, fits: list[Target], beta: float,
         loss = loss + (weight * residual ** 2).sum()
         if by:
             add(by, _marginal_grads(xp, probs, by, (2.0 * weight * residual).sum(axis=0), n))
-    d_member = xp.zeros_like(member) if member is not None else None
+    d_member: Any = xp.zeros_like(member) if member is not None else None
     for by, (members, columns) in work.groups.items():
         f = _row_factor(xp, probs, by, n)
         target, weight = work.targets[by]
@@ -387,7 +391,7 @@ def loss_and_grads(table: RelaxedTable, fits: list[Target], beta: float,
     return float(loss), grads
 
 
-def _marginal_targets(xp, table: RelaxedTable, fits: list[Target]):
+def _marginal_targets(xp, table: RelaxedTable, fits: list[Target[RelaxedQuery]]):
     """The targets of fits of one marginal, stacked (fits × the marginal's cells shape), and their weights."""
     shape = tuple(table.sizes[b] for b in fits[0].query.by)
     dtype = table.values.dtype
@@ -396,7 +400,7 @@ def _marginal_targets(xp, table: RelaxedTable, fits: list[Target]):
     return xp.asarray(targets.astype(dtype)), xp.asarray(weights.astype(dtype))
 
 
-def _targets(xp, fits: list[Target], dtype):
+def _targets(xp, fits: list[Target[RelaxedQuery]], dtype):
     """The fits' targets stacked (their slots × cells) and a matching column of weights."""
     targets = np.concatenate([np.asarray(f.noisy, dtype=np.float64).reshape(-1, f.query.slots).T for f in fits])
     weights = np.concatenate([np.full(f.query.slots, f.weight) for f in fits])
@@ -438,7 +442,7 @@ class Schedule:
     value_lr: float = 0.05
 
 
-def project(table: RelaxedTable, fits: list[Target], schedule: Schedule = Schedule()) -> dict:
+def project(table: RelaxedTable, fits: list[Target[RelaxedQuery]], schedule: Schedule = Schedule()) -> dict:
     """Adam on the weighted squared error to ``fits`` (module doc), stepping as ``schedule`` says.  Changes
     ``table`` in place; returns the final loss (at its max_beta) and the steps taken."""
     xp = table.xp
@@ -449,13 +453,14 @@ def project(table: RelaxedTable, fits: list[Target], schedule: Schedule = Schedu
         return _adam(table, fits, work, schedule)
 
 
-def _adam(table: RelaxedTable, fits: list[Target], work: Workload, schedule: Schedule) -> dict:
+def _adam(table: RelaxedTable, fits: list[Target[RelaxedQuery]], work: Workload, schedule: Schedule) -> dict:
     """project's loop (its doc)."""
     beta, max_beta, tolerance = schedule.beta, schedule.max_beta, schedule.tolerance
     steps, lr, value_lr = schedule.steps, schedule.lr, schedule.value_lr
     xp, start = table.xp, beta
     b1, b2, eps = 0.9, 0.999, 1e-8
-    first, taken, adam = None, 0, {}
+    first, taken = None, 0
+    adam: dict[str, list[Any]] = {}  # per parameter: first and second moments, steps taken
     while True:
         for _ in range(steps):
             loss, grads = loss_and_grads(table, fits, beta, work)

@@ -21,13 +21,13 @@ import math
 import numba
 import numpy as np
 
-from dpsyn.lib.measurement import Target
+from dpsyn.lib.estimation.measurement import Target
 from dpsyn.lib.tuning import T
 
 
-def make_consistent(marginals: list[Target], rounds: int | None = None, tolerance: float | None = None,
+def make_consistent(marginals: list[Target[tuple[str, ...]]], rounds: int | None = None, tolerance: float | None = None,
                     fit_iterations: int | None = None) -> list[np.ndarray]:
-    """Consistent, non-negative copies of ``marginals`` (lib/measurement.py Targets: ``query`` the
+    """Consistent, non-negative copies of ``marginals`` (lib/estimation/measurement.py Targets: ``query`` the
     marginal's attribute names, ``noisy`` its counts shaped by them, ``sigma`` its noise sd).
 
     Afterwards every marginal has the same total, no negative cell, and any two agree on
@@ -47,7 +47,7 @@ def make_consistent(marginals: list[Target], rounds: int | None = None, toleranc
     # every (shared subset, marginal over a superset of it) pair: the marginal's cells' cells in the subset's
     # projection, and its weight in their inverse-variance weighted mean
     pairs = [(s, i) for s in subsets for i, a in enumerate(attrs) if set(s) <= set(a)]
-    shapes = {}  # each subset's projection's shape, from its first marginal
+    shapes: dict[tuple, tuple[int, ...]] = {}  # each subset's projection's shape, from its first marginal
     for s, i in pairs:
         shapes.setdefault(s, tuple(values[i].shape[attrs[i].index(x)] for x in s))
     cells = [math.prod(shapes[s]) for s in subsets]
@@ -63,7 +63,7 @@ def make_consistent(marginals: list[Target], rounds: int | None = None, toleranc
                        weights, float(total), int(rounds))
     starts = np.cumsum([0] + cells)
     targets = {s: consensus[starts[k]:starts[k + 1]].reshape(shapes[s]) for k, s in enumerate(subsets)}
-    own = [{} for _ in attrs]  # each marginal's subsets' targets, in subset order (the pairs' order)
+    own: list[dict] = [{} for _ in attrs]  # each marginal's subsets' targets, in subset order (the pairs' order)
     for s, i in pairs:
         own[i][s] = targets[s]
     return [fit_to_margins(flat[ends[i]:ends[i + 1]].reshape(values[i].shape).copy(), a, own[i], tolerance * total,
@@ -204,8 +204,8 @@ def fit_to_margins(v: np.ndarray, attrs: tuple, targets: dict, tolerance: float,
         return v if tolerance > 0 else v + T.consistency_pseudo_share * v.sum() / v.size
     # each cell's cell in every target (flat, the target's own axis order), and the targets end to end
     cells = np.stack([_cell_map(tuple(attrs), v.shape, tuple(subset)) for subset in targets])
-    flat = [np.asarray(t, dtype=np.float64).ravel() for t in targets.values()]
-    ends, flat = np.cumsum([0] + [t.size for t in flat]), np.concatenate(flat)
+    pieces = [np.asarray(t, dtype=np.float64).ravel() for t in targets.values()]
+    ends, flat = np.cumsum([0] + [t.size for t in pieces]), np.concatenate(pieces)
     fitted = np.array(v, dtype=np.float64).ravel()  # a copy: ``v`` is left as it is
     if tolerance > 0 and _worst(fitted, cells, flat, ends) <= tolerance:
         return v

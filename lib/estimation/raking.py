@@ -17,14 +17,16 @@ privacy cost.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numba
 import numpy as np
 from scipy import sparse
 
-from dpsyn.lib.measurement import Target
+from dpsyn.lib.estimation.measurement import MarginalTarget
 
 
-def rake(records: np.ndarray, margins: list[Target], passes: int) -> np.ndarray:
+def rake(records: np.ndarray, margins: list[MarginalTarget], passes: int) -> np.ndarray:
     """Weights (summing to 1) on the rows of ``records`` (n × d codes) whose weighted shares of
     column j approach ``noisy / noisy.sum()`` for each 1-way Target ((j,), noisy) in ``margins``, after
     ``passes`` sweeps over the margins.  A value no record holds cannot be reached: its share is
@@ -47,7 +49,7 @@ def rake(records: np.ndarray, margins: list[Target], passes: int) -> np.ndarray:
     return weights
 
 
-def rake_groups(records: np.ndarray, margins: list[Target], counts: np.ndarray, passes: int) -> np.ndarray:
+def rake_groups(records: np.ndarray, margins: list[MarginalTarget], counts: np.ndarray, passes: int) -> np.ndarray:
     """n × G shares (each row non-negative, summing to 1) of each of the n ``records``' membership in G
     groups, after ``passes`` sweeps of IPF over the records × groups table: the groups' totals follow
     ``counts`` (G), and for each Target ((j,), target) in ``margins`` (target: G × column j's codes) the records
@@ -59,7 +61,7 @@ def rake_groups(records: np.ndarray, margins: list[Target], counts: np.ndarray, 
     counts = np.clip(np.asarray(counts, dtype=np.float64), 0.0, None)
     n, groups = len(records), len(counts)
     prior = counts / counts.sum() if counts.sum() > 0 else np.full(groups, 1.0 / groups)
-    splits = []  # (column j's codes, codes × records indicator, codes × groups: how many of the records holding
+    splits: list[tuple[Any, Any, np.ndarray]] = []  # (column j's codes, codes × records indicator, codes × groups: how many of the records holding
     # each code each group should take)
     for margin in margins:
         (j,), target = margin.query, np.clip(np.asarray(margin.noisy, dtype=np.float64), 0.0, None)

@@ -14,7 +14,7 @@ measurements do not show.  Stopped early, it stays short of noisy targets, neare
 * :func:`calibrate` gives every clique's marginal of the model (message passing up and down the tree).
 * :func:`fit` returns the calibrated beliefs of the fitted model (one probability table a clique).
 * :func:`draw` draws records from them, clique by clique from the root, each clique's new columns
-  given its separator by a systematic draw (lib/raking.py: every clique's table met to within a
+  given its separator by a systematic draw (lib/estimation/raking.py: every clique's table met to within a
   record a cell), as private-pgm's ``synthetic_data`` does; columns set beforehand
   (the group of each record, say) are kept, and the rest drawn given them.
 """
@@ -27,9 +27,9 @@ from functools import cached_property
 
 import numpy as np
 
-from dpsyn.lib.measurement import Target
+from dpsyn.lib.estimation.measurement import MarginalTarget
 
-from dpsyn.lib.raking import systematic_draw
+from dpsyn.lib.estimation.raking import systematic_draw
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ class JunctionTree:
     @cached_property
     def children(self) -> dict[int, list[int]]:
         """The cliques hanging from each clique, in ``order``."""
-        out = {i: [] for i in range(len(self.cliques))}
+        out: dict[int, list[int]] = {i: [] for i in range(len(self.cliques))}
         for i in self.order[1:]:
             out[self.parent[i]].append(i)
         return out
@@ -68,7 +68,7 @@ def maximal_cliques(column_sets, columns, sizes) -> list[tuple[int, ...]]:
     """The maximal cliques of the graph joining the columns of each of ``column_sets`` (over ``columns``),
     triangulated by eliminating at each step the column whose clique has fewest cells.  A column in no set is
     a clique of its own."""
-    adjacent = {c: set() for c in columns}
+    adjacent: dict[int, set[int]] = {c: set() for c in columns}
     for cols in column_sets:
         for a, b in itertools.combinations(set(cols), 2):
             adjacent[a].add(b)
@@ -137,14 +137,17 @@ def calibrate(tree: JunctionTree, potentials: list[np.ndarray]) -> list[np.ndarr
     """Every clique's marginal (a probability table) of the distribution proportional to the product of the
     cliques' ``potentials`` (log scale): messages passed up the tree to the root and back down."""
     children = tree.children
-    up = {}
+    up: dict[int, np.ndarray] = {}
     for i in reversed(tree.order[1:]):
-        inside = potentials[i] + sum(_spread(up[c], tree.separators[c], tree.cliques[i]) for c in children[i])
+        inside = potentials[i] + sum((_spread(up[c], tree.separators[c], tree.cliques[i]) for c in children[i]),
+                                     np.zeros(()))
         up[i] = _log_marginal(inside, tree.cliques[i], tree.separators[i])
-    beliefs, down = [None] * len(tree.cliques), {}
+    beliefs: list[np.ndarray] = [np.zeros(())] * len(tree.cliques)  # each set in the pass down
+    down: dict[int, np.ndarray] = {}
     for i in tree.order:
         clique = tree.cliques[i]
-        log_belief = potentials[i] + sum(_spread(up[c], tree.separators[c], clique) for c in children[i])
+        log_belief = potentials[i] + sum((_spread(up[c], tree.separators[c], clique) for c in children[i]),
+                                         np.zeros(()))
         if tree.parent[i] >= 0:
             log_belief = log_belief + _spread(down[i], tree.separators[i], clique)
         for c in children[i]:
@@ -166,11 +169,11 @@ def _log_marginal(log_table: np.ndarray, clique, cols) -> np.ndarray:
         return np.log(np.exp(log_table - top).sum(axis=drop)) + top.squeeze(axis=drop)
 
 
-def fit(tree: JunctionTree, targets: list[Target], iterations: int = 1000,
+def fit(tree: JunctionTree, targets: list[MarginalTarget], iterations: int = 1000,
         tolerance: float = 1e-7) -> tuple[list[np.ndarray], bool]:
     """Calibrated beliefs (a probability table per clique, axes in its column order) of the model fitted to
     the targets, and whether the fit settled (False: ``iterations`` ran out).  ``targets`` are
-    lib/measurement.py Targets: ``query`` the columns, ``noisy`` a table shaped by them in that order (its
+    lib/estimation/measurement.py Targets: ``query`` the columns, ``noisy`` a table shaped by them in that order (its
     total need not be 1), ``weight``; the loss is the sum
     over targets of weight times the squared distance between the distribution's marginal and the target's
     proportions.  Mirror descent on the cliques' log-potentials from the uniform distribution

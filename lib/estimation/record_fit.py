@@ -1,6 +1,6 @@
 """Discrete records moved toward target counts by coordinate descent (post-processing).
 
-A relaxed projection (lib/relaxed.py) fits numeric values by gradients of sigmoids, which
+A relaxed projection (lib/estimation/relaxed.py) fits numeric values by gradients of sigmoids, which
 vanish away from the cuts once the sigmoids are steep, and categorical probabilities by softmax
 gradients, which vanish once a row is nearly one-hot; values and codes left on the wrong side stay
 there.  This is the discrete counterpart, run on the records drawn from the relaxed table:
@@ -24,12 +24,16 @@ Reads only records and targets, never private data: costs no privacy budget.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numba
 import numpy as np
 
-from dpsyn.lib.measurement import Target
+from dpsyn.lib.estimation.measurement import Target
 from dpsyn.lib.tuning import T
+
+if TYPE_CHECKING:
+    from dpsyn.lib.estimation.relaxed import RelaxedQuery
 
 
 
@@ -47,10 +51,10 @@ class RecordFit:
     tries: int = 16
 
 
-def fit_records(codes: np.ndarray, sizes: tuple[int, ...], values: np.ndarray, fits: list[Target],
+def fit_records(codes: np.ndarray, sizes: tuple[int, ...], values: np.ndarray, fits: list[Target[RelaxedQuery]],
                 rng: np.random.Generator, how: RecordFit = RecordFit()) -> tuple[np.ndarray, np.ndarray, float, float]:
     """Copies of ``codes`` (records × categorical columns of ``sizes`` codes) and ``values`` (records ×
-    numeric columns, NaN for nulls) moved toward ``fits`` (lib/relaxed.py's: a query's ``by`` are
+    numeric columns, NaN for nulls) moved toward ``fits`` (lib/estimation/relaxed.py's: a query's ``by`` are
     positions in ``codes``, its numeric ``columns`` positions in ``values``; targets in shares of the
     records) by the coordinate descent of the module doc, as ``how`` says.  Returns (codes, values, loss
     before, loss after); the loss never rises.  Deterministic given ``rng``'s state."""

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import logsumexp, softmax
 
-from dpsyn.lib.raking import systematic_draw
+from dpsyn.lib.estimation.raking import systematic_draw
 from dpsyn.lib.tuning import T
 
 

@@ -12,7 +12,7 @@ either replaced by a copy of a record already sitting in its destination cell
 has only this marginal's columns rewritten to the destination cell ("rewrite").
 alpha decays geometrically from pass to pass.
 
-With forbidden boxes (edit rules, lib/constraints.py) the start records are repaired
+With forbidden boxes (edit rules, lib/records/constraints.py) the start records are repaired
 first and a rewrite that would put a record in a box is undone, so GUM never proposes a
 forbidden record (a duplicate copies a record that is already allowed).
 """
@@ -23,9 +23,9 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from dpsyn.lib.constraints import NO_BOXES, Boxes, record_forbidden, repair
-from dpsyn.lib.marginals import code_dtype
-from dpsyn.lib.measurement import Target
+from dpsyn.lib.records.constraints import NO_BOXES, Boxes, record_forbidden, repair
+from dpsyn.lib.records.marginals import code_dtype
+from dpsyn.lib.estimation.measurement import MarginalTarget
 
 
 @dataclass(frozen=True)
@@ -38,12 +38,12 @@ class GumOptions:
     duplicate_share: float = 0.6
 
 
-def gum(records: np.ndarray, sizes: tuple[int, ...], targets: list[Target],
+def gum(records: np.ndarray, sizes: tuple[int, ...], targets: list[MarginalTarget],
         rng: np.random.Generator, options: GumOptions = GumOptions(), boxes: Boxes = NO_BOXES) -> np.ndarray:
     """Updated copy of ``records`` (n × d codes) whose marginals approach ``targets``, none of
     them in a forbidden box.
 
-    ``targets``: lib/measurement.py Targets, ``query`` the column indices and ``noisy`` a
+    ``targets``: lib/estimation/measurement.py Targets, ``query`` the column indices and ``noisy`` a
     non-negative array of that marginal's shape, each rescaled to sum to n (their sigma and weight
     are not read: GUM moves toward every target alike).  Deterministic given ``rng``'s state.
     The copy is int32 and row-major, or where ``records`` come as ``compact_codes`` gives them, in

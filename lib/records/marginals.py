@@ -137,7 +137,7 @@ def coarse_matrix(sizes: list[int], widths: tuple[int, ...]) -> np.ndarray:
     """The 0/1 matrix taking a marginal's exact cells (C order) to its coarse ones (code // width per column, as
     ``Marginal`` coarsens): a coarse reading as a linear query over the exact cells (bench/estimation_probe.py
     hands it to private-pgm so)."""
-    matrix = np.ones((1, 1))
+    matrix: np.ndarray = np.ones((1, 1))
     for size, width in zip(sizes, widths):
         block = np.zeros((-(-size // width), size))
         block[np.arange(size) // width, np.arange(size)] = 1

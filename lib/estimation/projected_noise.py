@@ -22,7 +22,7 @@ def projected_noise_l1(answers, sigmas, start=None, steps: int = 10) -> Projecte
     """For each marginal m of ``answers`` (clipped at zero) and its noise sd σ of ``sigmas``:
     E ||max(m + z - τ, 0) - m||₁ for z ~ N(0, σ²) per cell, τ the shift that keeps the expected projected total
     at m's total.  That is the error a marginal measured with noise sd σ keeps once its negative counts are cut
-    and its total held (lib/consistency.py's Norm-Sub): a sparse marginal keeps far less than the raw noise's
+    and its total held (lib/estimation/consistency.py's Norm-Sub): a sparse marginal keeps far less than the raw noise's
     sqrt(2/π)·σ·cells, a dense one about that, an empty one (total 0) nothing.  τ by Newton's method, all
     marginals at once, from ``start`` (τ / σ per marginal, e.g. the last call's ``shift``; default 0) until a
     step moves τ by at most a thousandth of σ: the expected total is convex and decreasing in τ, so the steps
