@@ -111,12 +111,12 @@ class Model:
     names: tuple[str, ...]
     sizes: tuple[int, ...]
     group_idx: tuple[int, ...]
-    records: np.ndarray | None = None
+    records: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int32))  # set by the rounds
     from_public: bool = False                        # the records started from public records
     noisy: dict = field(default_factory=dict)        # model key -> (values, sigma)
     consistent: dict = field(default_factory=dict)   # model key -> consistent values
     total: float = 1.0
-    layout: SplitColumns | None = None               # default: no column split
+    layout: SplitColumns = None  # type: ignore[assignment]  # default (__post_init__): no column split
     ordered: dict = field(default_factory=dict)      # domain column -> its first codes in increasing order
     smoothing: dict = field(default_factory=dict)    # model key -> how its noisy values were denoised, in words
     smoothed_memo: dict = field(default_factory=dict)  # model key -> (its noisy values, smoothed)
@@ -184,6 +184,7 @@ class Model:
         """The public records' counts over model key ``key`` (records with a code in every one of its columns).
         Public: no privacy cost."""
         if key not in self.public_memo:
+            assert self.public is not None, "public_shape needs the public records"
             rows = self.public[:, list(key)]
             rows = rows[(rows >= 0).all(axis=1)]
             self.public_memo[key] = count_marginal(rows, tuple(self.layout.model_sizes[j] for j in key))
@@ -341,6 +342,7 @@ class Model:
         """Domain records from the maximum-entropy fit with the group columns (``fitted``): ``per_group[g]``
         of group g (groups in C order of the group columns), the other columns drawn given the group.
         Post-processing."""
+        assert self.fitted is not None, "draw_groups needs the maximum-entropy fit"
         tree, beliefs = self.fitted
         records = np.zeros((int(per_group.sum()), len(self.layout.model_sizes)), dtype=np.int32)
         groups = np.repeat(np.arange(per_group.size), per_group)
@@ -484,7 +486,8 @@ def measure_adaptively(private: PrivateTable, public_codes: np.ndarray | None, c
     elif group_idx:
         model.fitted = fitted
     else:
-        model.records = draw(*fitted, np.zeros_like(model.records), ctx.rng)
+        tree, beliefs = fitted
+        model.records = draw(tree, beliefs, np.zeros_like(model.records), ctx.rng)
     smoothed = {key: done for key, done in model.smoothing.items() if done}
     if smoothed:
         log.info("adaptive: noisy marginals smoothed or shrunk toward a guess (post-processing): %s",
@@ -524,7 +527,8 @@ def _spend_rounds(private: PrivateTable, ctx: RunContext, model: Model, other_id
     the rounds' rho spent."""
     max_cells, rho_round, picks, tree_columns = budget.max_cells, budget.rho_round, budget.picks, budget.tree_columns
     start = private.remaining
-    round_no, shifts = 0, {}  # shifts: each candidate's last τ / σ (projected_noise_l1's start)
+    round_no = 0
+    shifts: dict[tuple[int, ...], float] = {}  # each candidate's last τ / σ (projected_noise_l1's start)
     while private.remaining > 0:
         last = private.remaining <= 2 * rho_round * (1 + 1e-9)
         if last:
@@ -585,8 +589,8 @@ def candidate_keys(model: Model, other_idx: list[int], max_cells: int) -> list[t
     sizes, layout = model.sizes, model.layout
     out = [layout.key((j,)) for j in other_idx if sizes[j] > 1]
     out += [k for p in itertools.combinations(other_idx, 2) for k in layout.readings(p) if layout.cells(k) <= max_cells]
-    pairs = {layout.columns(c) for c in model.noisy}
-    pairs = [c for c in pairs if len(c) == 2 and not set(c) & set(model.group_idx)]
+    measured = {layout.columns(c) for c in model.noisy}
+    pairs = [c for c in measured if len(c) == 2 and not set(c) & set(model.group_idx)]
     triples = {tuple(sorted(p + (k,))) for p in pairs for k in other_idx if k not in p}
     out += [k for t in sorted(triples) for k in layout.whole_readings(t) if layout.cells(k) <= max_cells]
     if model.group_idx:  # by one group column or more: small groups get their columns by PUMA or by YEAR

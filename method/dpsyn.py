@@ -85,12 +85,12 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
     public_codes = public.codes if public is not None else None
 
     with ctx.timed("measuring"):
-        noisy_total, targets = None, []
+        noisy_total, targets = None, list[Target]()
         if needs_total(eps, theta, bool(group_idx), options.regime):
             share = total_share(eps, theta, bool(group_idx), rho if options.planner == AUTO else None)
-            total = private.measure(Marginal(()), share * rho, "noisy total")
-            noisy_total = total.total
-            targets.append(Target((), total.noisy.reshape(()), total.sigma))  # weighed in the common total
+            counted = private.measure(Marginal(()), share * rho, "noisy total")
+            noisy_total = counted.total
+            targets.append(Target((), counted.noisy.reshape(()), counted.sigma))  # weighed in the common total
         pair_cells = tuple(domain.sizes[a] * domain.sizes[b] for a, b in itertools.combinations(other_idx, 2))
         group_cells = tuple(domain.size(ctx.group_columns) * domain.sizes[j] for j in other_idx) if group_idx else ()
         shape = TableShape(bool(group_idx), public_codes is not None, len(other_idx), pair_cells, group_cells,
@@ -98,7 +98,8 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
                            sum(domain.sizes[j] > 1 for j in other_idx))
         plan = make_plan(eps, theta, noisy_total, shape, options.regime, rho if options.planner == AUTO else None)
         log.info("dpsyn eps=%g: %s", eps, plan.describe(rho))
-        base, joint = None, False
+        base: np.ndarray | None = None
+        joint = False
         if plan.regime == ADAPTIVE:
             spec = RoundsSpec(plan.group_share * rho, options.max_cells, earlier=tuple(targets),
                               few_rounds=plan.few_rounds, one_way_rounds=plan.one_way_rounds, rich=plan.rich,
@@ -150,6 +151,7 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
             per_group_1way = {c[-1]: v.reshape(-1, sizes[c[-1]]) for c, v in by_cols.items()
                               if group_idx and len(c) == len(group_idx) + 1 and list(c[:-1]) == group_idx}
         if joint:  # each group drawn from its own base records
+            assert base is not None, "the joint base is fitted first"
             codes = synthesize_groups(base, per_group, group_idx, GroupTargets(global_targets, per_group_1way),
                                       sizes, ctx.rng, GroupFit(OWN_RAKE, ctx.jobs, boxes=ctx.boxes,
                                                                pieces=own_pools(base, per_group, group_idx, sizes),
@@ -225,7 +227,7 @@ def _targets(private: PrivateTable, public_codes, ctx: RunContext, options: Dpsy
     """
     sizes = ctx.domain.sizes
     group_idx, other_idx = _columns(ctx)
-    pairs = list(itertools.combinations(other_idx, 2))
+    pairs: list[tuple[int, ...]] = list(itertools.combinations(other_idx, 2))
     public = []
     if public_codes is not None and plan.regime in (PUBLIC, ONE_WAY):
         for cols in pairs or [(j,) for j in other_idx]:
@@ -289,7 +291,8 @@ def _select(private: PrivateTable, ctx: RunContext, other_idx, share: float) -> 
     chosen = greedy_pairs(scores, pairs, sizes, other_idx, private.theta, share - score_rho)
     log.info("dpsyn: marginal selection kept %d of %d pairs: %s", len(chosen), len(pairs),
              ", ".join(f"{names[a]} × {names[b]}" for a, b in chosen) or "none")
-    queries = [(j,) for j in other_idx] + chosen
+    queries: list[tuple[int, ...]] = [(j,) for j in other_idx]
+    queries += chosen
     return queries, allocate(queries, sizes, share - score_rho)
 
 

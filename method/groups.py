@@ -158,7 +158,7 @@ def assigned_rows(base: np.ndarray, per_group: np.ndarray, per_group_1way: dict,
     return [own[draw_rows(len(own), int(per_group[g]), rng)] for g, own in _members(cells, per_group)]
 
 
-def _members(cells: np.ndarray, per_group: np.ndarray) -> list[tuple[int, np.ndarray]]:
+def _members(cells: np.ndarray, per_group: np.ndarray) -> list[tuple[np.integer, np.ndarray]]:
     """(g, indices of the records in group g, or of every record where none is) for every group with rows."""
     order = np.argsort(cells, kind="stable")
     bounds = np.searchsorted(cells[order], np.arange(len(per_group) + 1))
@@ -251,23 +251,24 @@ def synthesize_groups(base: np.ndarray, per_group: np.ndarray, group_idx: list[i
     group's targets are the global ones fitted to it; fitted as ``how`` says.  Each group has its own child
     of ``rng``, so the result does not depend on ``how.jobs`` (worker processes)."""
     per_group_1way, fit, boxes, pieces = targets.own, how.fit, how.boxes, how.pieces
-    jobs, targets = how.jobs, targets.shared
+    jobs, shared = how.jobs, targets.shared
     run = how.run or (lambda fn, state, tasks, done: run_tasks(fn, state, tasks, jobs, done))
     if how.own_targets_only:
-        targets = [t for t in targets if set(t.query) & set(per_group_1way)]
+        shared = [t for t in shared if set(t.query) & set(per_group_1way)]
     group_shape = tuple(sizes[j] for j in group_idx)
     cells = np.flatnonzero(per_group)
     rngs = rng.spawn(len(cells))
     stacked = bool(per_group_1way)
     if fit == RAKE and not stacked:
         fit = GUM_MOVES  # no marginal of a group's own to rake to
+    aims: list[Target] | dict[int, np.ndarray] = shared  # what each group fits: global, stacked or its own
     if fit in (RAKE, OWN_RAKE, OWN_REWRITE):
-        targets = per_group_1way
+        aims = per_group_1way
     elif stacked:
-        targets = per_group_targets(targets, per_group_1way, int(np.prod(group_shape)))
+        aims = per_group_targets(shared, per_group_1way, int(np.prod(group_shape)))
     elif how.reuse_equal_sizes and len(cells):
         tasks = [(int(c), int(per_group[c]), r) for c, r in zip(cells, rngs)]
-        return _reuse_equal_sizes(tasks, GroupState(base, [], targets, False, sizes, group_shape, boxes, fit),
+        return _reuse_equal_sizes(tasks, GroupState(base, [], aims, False, sizes, group_shape, boxes, fit),
                                   group_idx)
     # a raked group draws from the whole base, an own-raked or own-rewritten one from its own records; the others
     # share it out
@@ -275,8 +276,9 @@ def synthesize_groups(base: np.ndarray, per_group: np.ndarray, group_idx: list[i
         pieces = [int(n) for n in per_group[cells]]
     elif fit not in (OWN_RAKE, OWN_REWRITE):
         pieces = partition_rows(len(base), per_group[cells], rng)
+    assert pieces is not None, "own-raked and own-rewritten groups come with their pieces"
     tasks = [(int(c), rows, r) for c, rows, r in zip(cells, pieces, rngs)]
-    state = GroupState(base, group_idx, targets, stacked, sizes, group_shape, boxes, fit)
+    state = GroupState(base, group_idx, aims, stacked, sizes, group_shape, boxes, fit)
     with progress(len(tasks), "groups", "group", log, minimum=2) as bar:
         parts = run(_one_group, state, tasks, bar.update)
     if not parts:

@@ -192,6 +192,7 @@ def make_plan(epsilon: float, theta: int, noisy_total: float | None, shape: Tabl
             regime = TWO_WAY
         written = regime  # the write-up's choice: the adaptive regime keeps its group-count share
         if regime != PUBLIC and rho is not None and pair_cells:
+            assert noisy_total is not None, "the planner measures a total wherever it reads rho"
             pairs = pair_noise(rho, theta, noisy_total, pair_cells)
             groups = pair_noise(rho, theta, noisy_total, group_cells) if has_groups and group_cells else 0.0
             noise = max(pairs, groups)

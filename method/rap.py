@@ -63,6 +63,7 @@ import itertools
 import logging
 import math
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -70,7 +71,7 @@ import numpy as np
 from dpsyn.lib.estimation import record_fit, relaxed
 from dpsyn.lib.records.constraints import NO_BOXES
 from dpsyn.lib.estimation.consistency import common_total
-from dpsyn.lib.records.domain import scale_to_unit
+from dpsyn.lib.records.domain import Domain, scale_to_unit
 from dpsyn.lib.records.exchange import exchange_unmeasured
 from dpsyn.lib.estimation.measurement import Target
 from dpsyn.lib.privacy.private_table import Measurement, PrivateTable
@@ -167,7 +168,7 @@ class _Layout:
     range (``Domain.scale``); ``intervals`` and ``relaxed`` translate between that and the relaxed
     table's scales, an affine map per column, so linear queries stay linear and answer the same."""
 
-    domain: object
+    domain: Domain
     categorical: list[str]
     numeric: list[str]
     groups: tuple[str, ...]
@@ -399,7 +400,7 @@ def _fit(layout: _Layout, m: Measurement, total: float, reference_sigma: float) 
 
 
 def _start(layout: _Layout, public: PublicData | None, sizes: np.ndarray, rows: int, rng: np.random.Generator,
-           xp, first: list[Measurement] = ()) -> tuple[relaxed.RelaxedTable, list[np.ndarray]]:
+           xp, first: Sequence[Measurement] = ()) -> tuple[relaxed.RelaxedTable, list[np.ndarray]]:
     """The relaxed table to start from and each group's rows in it: about ``rows`` rows shared in
     proportion to the group sizes (at least one per non-empty group), started from random public
     records (unknown values uniform) or at random: categorical logits N(0, 1), numeric values drawn from
@@ -421,7 +422,7 @@ def _start(layout: _Layout, public: PublicData | None, sizes: np.ndarray, rows: 
         k = domain.sizes[domain.index(column)]
         if i < len(layout.groups):
             cats.append(("frozen", np.eye(k)[group_codes[i]]))
-        elif picks is not None:
+        elif picks is not None and public is not None:
             codes = public.codes[picks, domain.index(column)]
             p = np.full((n, k), 0.1 / k)
             known = codes >= 0
@@ -433,7 +434,7 @@ def _start(layout: _Layout, public: PublicData | None, sizes: np.ndarray, rows: 
             cats.append(np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True))
     values = rng.random((n, len(layout.numeric)))
     nulls = np.full((n, len(layout.numeric)), 0.05)
-    if picks is not None:
+    if picks is not None and public is not None:
         for j, column in enumerate(layout.numeric):
             v = layout.scales[j].relaxed(public.numeric[column][picks])
             nulls[:, j] = np.where(np.isnan(v), 0.9, 0.05)
@@ -501,10 +502,10 @@ def _candidates(layout: _Layout, table: relaxed.RelaxedTable, options: RapOption
             out.append(layout.intervals((j,), (1.0,), cuts, layout.groups))
     for a, b in itertools.combinations(range(len(numeric)), 2):
         angle = rng.uniform(0, math.pi)
-        w = (math.cos(angle), math.sin(angle))
+        pair = (math.cos(angle), math.sin(angle))
         # cuts within [0, cos + sin]: for angles past 90° that is narrower than the range w·x takes, and
         # puts the cuts where the values are
-        out.append(_projection(layout, values, (a, b), np.array(w), low=0.0, high=w[0] + w[1]))
+        out.append(_projection(layout, values, (a, b), np.array(pair), low=0.0, high=pair[0] + pair[1]))
     if target is not None and numeric:
         for _ in range(T.rap_directions):
             w = rng.normal(size=len(numeric))

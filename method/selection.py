@@ -38,7 +38,7 @@ def greedy_pairs(scores: np.ndarray, pairs: list[tuple[int, int]], sizes: tuple[
         base = noise_error(weight, theta, rho)
         gains = {pair: gap - (noise_error(weight + (sizes[pair[0]] * sizes[pair[1]]) ** (2 / 3), theta, rho) - base)
                  for pair, gap in remaining.items()}
-        best = max(gains, key=gains.get)
+        best = max(gains, key=lambda pair: gains[pair])
         if gains[best] <= 0:
             break
         chosen.append(best)

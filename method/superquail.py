@@ -230,7 +230,8 @@ def merge_rankings(rankings: list[list[int]], protected: int, count: int) -> lis
     """``count`` columns taken round-robin from per-group ``rankings`` (best first), skipping ones
     already taken: each round visits the groups with ``protected`` last, except a last partial round,
     which starts with it (the paper's preference for the protected group)."""
-    chosen, position = [], [0] * len(rankings)
+    chosen: list[int] = []
+    position = [0] * len(rankings)
     available = set(j for r in rankings for j in r)
     while len(chosen) < min(count, len(available)):
         others = [g for g in range(len(rankings)) if g != protected]
@@ -288,6 +289,7 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
     rest in equal shares to the ``beta`` feature classifiers (all of it to DPSAGE when beta is 0)."""
     domain = ctx.domain
     rho = private.remaining
+    assert options.target is not None, "settings.py refuses superquail without a target"
     target = domain.index(options.target)
     sensitive = domain.index(options.sensitive) if options.sensitive is not None else None
     fixed = set(domain.indices(ctx.group_columns)) | set(domain.indices(ctx.skip)) | {target}

@@ -1,7 +1,7 @@
 """Static checks on every Python file of the checkout (pyproject.toml's [tool.ruff]): no undefined name, no
 unused import or variable, no syntax error; and the release code's shape: no function takes more than seven
 parameters (settings travel as objects) but the numba kernels, which take flat arrays, and no two classes
-share a name; and mypy on lib/, strict on the privacy core (lib/privacy)."""
+share a name; and mypy on lib/ and method/, strict on the privacy core (lib/privacy)."""
 import ast
 import subprocess
 import sys
@@ -67,11 +67,11 @@ def test_tests_import_nothing_from_bench_and_the_checkout_only_as_dpsyn():
     assert not twice
 
 
-def test_mypy_finds_nothing_in_lib(tmp_path):
-    """mypy (pyproject.toml's [tool.mypy]) on lib/, every flag of --strict on lib/privacy: the checkout is seen as
-    the package dpsyn through a link, and mypy's cache stays outside the checkout."""
+def test_mypy_finds_nothing_in_lib_and_the_methods(tmp_path):
+    """mypy (pyproject.toml's [tool.mypy]) on lib/ and method/, every flag of --strict on lib/privacy: the checkout
+    is seen as the package dpsyn through a link, and mypy's cache stays outside the checkout."""
     (tmp_path / "dpsyn").symlink_to(ROOT, target_is_directory=True)
     proc = subprocess.run([sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml"),
-                           "--cache-dir", str(tmp_path / "cache"), "-p", "dpsyn.lib"], cwd=tmp_path,
+                           "--cache-dir", str(tmp_path / "cache"), "-p", "dpsyn.lib", "-p", "dpsyn.method"], cwd=tmp_path,
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -293,7 +293,7 @@ class PrivateTable:
         return record
 
     def select(self, candidates: Sequence[Query], references: Sequence[np.ndarray], rho: float, k: int = 1,
-               weights: Sequence[float] | None = None, penalties: Sequence[float] | None = None,
+               weights: Sequence[float] | None = None, penalties: Sequence[float] | np.ndarray | None = None,
                label: str | None = None) -> Selection:
         """The k candidates with the largest scores w_i·(||q_i(D) - references[i]||₁ - penalties[i]),
         chosen by the exponential mechanism (k rounds, without repeats).
