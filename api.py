@@ -52,7 +52,7 @@ from dpsyn.dataloader.schema import Schema, SchemaError, delta_warnings, parse_s
 from dpsyn.dataloader.writing import ReleaseFiles, check_writable, ledger_path
 from dpsyn.lib.runtime.extras import MissingExtra
 from dpsyn.lib.privacy.accounting import BudgetExceeded
-from dpsyn.lib.privacy.engine import make_engine
+from dpsyn.lib.privacy.engine import DaskEngine, make_engine
 from dpsyn.lib.privacy.mechanisms import NoiseTooLarge
 from dpsyn.lib.privacy.plan import Plan
 from dpsyn.lib.privacy.private_table import PrivateRecords
@@ -116,7 +116,7 @@ def release(private: pd.DataFrame | str | Path, params: Mapping | str | Path | S
     with contextlib.ExitStack() as stack:
         stack.callback(engine.close)
         files = None if output is None else stack.enter_context(ReleaseFiles(output, side.schema, id_column))
-        if engine.name != "local":
+        if isinstance(engine, DaskEngine):
             log.info("engine: %s, %d partitions of the private rows", engine.name, engine.partitions)
         data = read_private(private, side, id_column, s.on_invalid, s.show_private_counts, engine,
                             pipeline.raw_columns(spec, tuple(side.encoder.domain.ranges)))

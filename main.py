@@ -22,6 +22,7 @@ if __name__ == "__main__" and not __package__:
     # command runs the code beside it and never another installed copy.
     _spec = importlib.util.spec_from_file_location("dpsyn", Path(__file__).resolve().with_name("__init__.py"),
                                                    submodule_search_locations=[str(Path(__file__).resolve().parent)])
+    assert _spec is not None and _spec.loader is not None
     sys.modules["dpsyn"] = importlib.util.module_from_spec(_spec)
     _spec.loader.exec_module(sys.modules["dpsyn"])
 

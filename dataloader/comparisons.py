@@ -22,6 +22,7 @@ from dpsyn.dataloader.rules import Atom, typed_values
 
 def _as_low_high(atom: Atom) -> tuple[str, str, bool]:
     """The comparison as ``low < high`` (strict) or ``low <= high``: (low column, high column, strict)."""
+    assert atom.other is not None, "a comparison of two columns"
     if atom.op in ("<", "<="):
         return atom.column, atom.other, atom.op == "<"
     return atom.other, atom.column, atom.op == ">"

@@ -50,6 +50,12 @@ class ColumnCoder:
     precision: int | None = None
 
     @property
+    def bin_edges(self) -> np.ndarray:
+        """``edges`` of a numeric column (a categorical one has none)."""
+        assert self.edges is not None, f"{self.column.name} is categorical: it has no bins"
+        return self.edges
+
+    @property
     def step(self) -> float | None:
         return None if self.precision is None else 10.0 ** -self.precision
 
@@ -58,8 +64,8 @@ class ColumnCoder:
         """How many first codes stand for values in increasing order: a numeric column's bins; a
         categorical column's values where they are numbers listed in increasing order (0 otherwise)."""
         if self.categories is None:
-            return len(self.edges) - 1
-        values = list(self.column.values)
+            return len(self.bin_edges) - 1
+        values = list(self.column.values or ())
         numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
         return len(values) if numbers and all(a < b for a, b in zip(values, values[1:])) else 0
 
@@ -77,10 +83,11 @@ class ColumnCoder:
             return np.asarray(pd.Categorical(values, categories=list(self.categories)).codes,
                               dtype=np.int32)
         v = np.asarray(values, dtype=np.float64)
-        nbins = len(self.edges) - 1
-        codes = np.clip(np.searchsorted(self.edges, v, side="left") - 1, 0, nbins - 1).astype(np.int32)
-        if self.column.null is not None:
-            codes[np.isnan(v)] = self.null_code
+        nbins = len(self.bin_edges) - 1
+        codes = np.clip(np.searchsorted(self.bin_edges, v, side="left") - 1, 0, nbins - 1).astype(np.int32)
+        null = self.null_code
+        if null is not None:
+            codes[np.isnan(v)] = null
         return codes
 
     def decode(self, codes: np.ndarray, rng: np.random.Generator):
@@ -89,12 +96,12 @@ class ColumnCoder:
         codes = np.asarray(codes)
         if self.categories is not None:
             return pd.Categorical.from_codes(codes, categories=list(self.categories))
-        nbins = len(self.edges) - 1
+        nbins = len(self.bin_edges) - 1
         is_null = codes == nbins
         b = np.minimum(codes, nbins - 1)
-        lo, hi = self.edges[b], self.edges[b + 1]
+        lo, hi = self.bin_edges[b], self.bin_edges[b + 1]
         out = self.grid_draw(lo, hi, rng)
-        if self.pool is not None and len(self.pool):
+        if self.pool is not None and self.pool_cum is not None and len(self.pool):
             first = self.pool_cum[np.searchsorted(self.pool, lo, side="right")]
             stop = self.pool_cum[np.searchsorted(self.pool, hi, side="right")]
             has = stop > first
@@ -124,7 +131,7 @@ class ColumnCoder:
 
     def first_value(self, b: int) -> float:
         """The smallest value bin ``b`` can decode to (on the grid when there is one)."""
-        lo, hi = self.edges[b], self.edges[b + 1]
+        lo, hi = self.bin_edges[b], self.bin_edges[b + 1]
         if self.step is None:
             return float(min(np.nextafter(lo, np.inf), hi))
         return float(min(on_grid((np.floor(np.round(lo / self.step, 6)) + 1) * self.step, self.precision), hi))
@@ -132,7 +139,7 @@ class ColumnCoder:
     def describe(self) -> str:
         if self.categories is not None:
             return f"{self.size} categories"
-        return f"{len(self.edges) - 1} bins" + (" + null" if self.column.null is not None else "")
+        return f"{len(self.bin_edges) - 1} bins" + (" + null" if self.column.null is not None else "")
 
 
 def on_grid(values, precision: int | None):
@@ -167,7 +174,7 @@ def numeric_edges(col: Column, public_values: np.ndarray | None, default_bins: i
     """Right-closed bin edges of a bounded numeric column: the schema's edges, one bin per integer of a
     small range, quantiles of ``public_values`` (integer spikes kept as their own bins), or equal width;
     plus ``extra_cuts`` (edit-rule thresholds, structural changes); on the ``precision`` grid."""
-    low, high = col.low, col.high
+    low, high = col.bounds
     step = None if precision is None else 10.0 ** -precision
     if isinstance(col.bins, tuple):
         cuts = np.asarray(col.bins, dtype=np.float64)
@@ -251,7 +258,7 @@ class Encoder:
         for j, c in enumerate(coders):
             if c.column.name in against:
                 others = np.concatenate([edges_of[o] for o in sorted(against[c.column.name])])
-                edges = added_cuts(c.edges, others, c.column, c.precision)
+                edges = added_cuts(c.bin_edges, others, c.column, c.precision)
                 coders[j] = ColumnCoder(c.column, len(edges) - 1 + (c.column.null is not None), edges=edges,
                                         pool=c.pool, pool_cum=c.pool_cum, precision=c.precision)
         return cls(tuple(coders))
@@ -268,10 +275,10 @@ class Encoder:
     def domain(self) -> Domain:
         """The public domain methods see: names, code counts, numeric columns' clip ranges, grids and bin edges."""
         numeric = [c for c in self.coders if c.categories is None]
-        return Domain(tuple(self.names), self.sizes, {c.column.name: (c.column.low, c.column.high) for c in numeric},
+        return Domain(tuple(self.names), self.sizes, {c.column.name: c.column.bounds for c in numeric},
                       frozenset(c.column.name for c in numeric if c.column.null is not None),
                       {c.column.name: c.step for c in numeric if c.step is not None},
-                      {c.column.name: tuple(float(x) for x in c.edges) for c in numeric},
+                      {c.column.name: tuple(float(x) for x in c.bin_edges) for c in numeric},
                       {c.column.name: c.ordered for c in self.coders if c.ordered})
 
     def coder(self, name: str) -> ColumnCoder:

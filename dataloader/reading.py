@@ -179,7 +179,8 @@ def _csv_batches(path: Path, what: str) -> Iterator[Columns]:
             progress(path.stat().st_size, f"reading {what}", "B", log, minimum=READ_BLOCK) as bar:
         reader = pa_csv.open_csv(stream, read_options=pa_csv.ReadOptions(block_size=READ_BLOCK),
                                  convert_options=convert)
-        pending, rows, handed = [], 0, False
+        pending: list[pa.RecordBatch] = []
+        rows, handed = 0, False
 
         def hand_on():
             return Columns(pa.Table.from_batches(pending, schema=reader.schema))
@@ -337,7 +338,7 @@ def typed_values(df: pd.DataFrame, schema: Schema, on_invalid: str, public: bool
             report.add(col.name, "non-integer in integer column", int(frac_mask.sum()))
             drop |= bad_text
             if fixable_only:
-                if col.bounded:
+                if col.low is not None and col.high is not None:
                     values = np.where(low_mask, col.low, np.where(high_mask, col.high, values))
                 values = np.where(frac_mask, np.round(values), values)
             else:
@@ -375,11 +376,11 @@ def category_codes(text: pd.Series, col: Column) -> np.ndarray:
     cats = category_list(col)
     codes = pc.index_in(_arrow_text(text.str.strip()), value_set=pa.array([str(c) for c in cats], pa.string()))
     codes = codes.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int32)
-    if all(isinstance(v, int) for v in col.values):
+    if all(isinstance(v, int) for v in col.values or ()):
         unmatched = np.flatnonzero(codes < 0)
         if len(unmatched):  # tolerate "1.0" or "01" for integer categories
             num = pd.to_numeric(text.iloc[unmatched], errors="coerce").to_numpy(dtype=np.float64)
-            lookup = {float(v): i for i, v in enumerate(col.values)}
+            lookup = {float(v): i for i, v in enumerate(col.values or ())}
             codes[unmatched] = [lookup.get(x, -1) for x in num]
     return codes
 

@@ -105,6 +105,7 @@ class Rule:
 def _category_index(col: Column, value) -> int:
     cats = category_list(col)
     if value == NULL:
+        assert col.null is not None, "a null atom is parsed only for a column with a null token"
         return [str(c) for c in cats].index(col.null)
     return cats.index(value)
 
@@ -149,7 +150,7 @@ def _parse_rule(text: str, columns: dict[str, Column]) -> Rule:
     compared = [a for a in condition + conclusion if a.other is not None]
     if compared and (tokens[k] == "<=>" or any(a.other is not None for a in condition)):
         atom = compared[0]
-        guard = " and ".join(f"{c} != {columns[c].null}" for c in (atom.column, atom.other)
+        guard = " and ".join(f"{c} != {columns[c].null}" for c in (atom.column, str(atom.other))
                              if columns[c].null is not None)
         raise ValueError(f"{atom} compares two columns: write it only as what a => rule concludes, or alone "
                          f"(e.g. {guard + ' => ' if guard else ''}{atom})")
@@ -157,7 +158,8 @@ def _parse_rule(text: str, columns: dict[str, Column]) -> Rule:
 
 
 def _parse_clause(tokens: list[str], columns: dict[str, Column]) -> tuple[Atom, ...]:
-    atoms, current = [], []
+    atoms: list[Atom] = []
+    current: list[str] = []
     for t in tokens + ["and"]:
         if t.lower() in ("and", "&"):
             if not current:
@@ -233,7 +235,7 @@ def _comparison(name: str, op: str, other: str, columns: dict[str, Column]) -> A
 def _category(name: str, col: Column, text: str):
     if col.null is not None and text == col.null:
         return NULL
-    for v in col.values:
+    for v in col.values or ():
         if str(v) == text:
             return v
     raise ValueError(f"{text!r} is not a value of {name}" + (f" (nor its null token {col.null!r})"
@@ -252,7 +254,7 @@ def _number(name: str, col: Column, text: str, allow_null: bool):
         raise ValueError(f"{text!r} is not a number{null} for {name}") from None
     if not math.isfinite(value):
         raise ValueError(f"{text!r} is not a finite number for {name}")
-    if col.bounded and not col.low - 1 <= value <= col.high + 1:
+    if col.low is not None and col.high is not None and not col.low - 1 <= value <= col.high + 1:
         raise ValueError(f"{value:g} is outside {name}'s range [{col.low:g}, {col.high:g}]")
     return value
 

@@ -31,8 +31,13 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeGuard
+
+if TYPE_CHECKING:
+    from dpsyn.dataloader.individuals import Individual
 
 CATEGORICAL = "categorical"
 NUMERIC = "numeric"
@@ -79,12 +84,18 @@ class Column:
     constant_within: tuple[str, ...] = ()
 
     @property
+    def bounds(self) -> tuple[float, float]:
+        """(min, max) of a bounded numeric column."""
+        assert self.low is not None and self.high is not None, f"{self.name} has no range"
+        return self.low, self.high
+
+    @property
     def bounded(self) -> bool:
         return self.kind == CATEGORICAL or (self.low is not None and self.high is not None)
 
     def describe(self) -> str:
         if self.kind == CATEGORICAL:
-            text = f"categorical, {len(self.values)} values"
+            text = f"categorical, {len(self.values or ())} values"
         elif self.bounded:
             text = f"{'integer' if self.integral else 'numeric'} in [{self.low:g}, {self.high:g}]"
         else:
@@ -94,7 +105,7 @@ class Column:
 
 def category_list(col: Column) -> list:
     """Categories of a categorical column in code order: its values, then the null token if separate."""
-    cats = list(col.values)
+    cats = list(col.values or ())
     if col.null is not None and col.null not in [str(v) for v in cats]:
         cats.append(col.null)
     return cats
@@ -118,7 +129,7 @@ class Schema:
     runs: tuple[Run, ...]
     rules: tuple = ()  # dataloader.rules.Rule, from the "constraints" section
     distinct_per_individual: tuple[str, ...] = ()  # no two rows of one individual agree on all of these
-    individual: object = None  # dataloader.individuals.Individual, from the "individual" section
+    individual: Individual | None = None  # from the "individual" section
 
     @property
     def names(self) -> list[str]:
@@ -225,7 +236,7 @@ def _check_declarations(columns: list[Column], by_name: dict[str, Column], probl
                 problems.append(f"{where}: constant_within names {g!r}, which is not another schema column")
 
 
-def _number(value: object) -> bool:
+def _number(value: object) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
@@ -241,8 +252,10 @@ def _parse_runs(raw_runs: object, problems: list[str]) -> list[Run]:
             problems.append(f"{where}: must be an object")
             continue
         bad = len(problems)
-        eps, delta = r.get("epsilon"), r.get("delta")
-        mr, theta = r.get("max_records"), r.get("max_records_per_individual")
+        eps: Any = r.get("epsilon")  # JSON values, checked below
+        delta: Any = r.get("delta")
+        mr: Any = r.get("max_records")
+        theta: Any = r.get("max_records_per_individual")
         if not _number(eps) or eps <= 0:
             problems.append(f"{where}: epsilon must be a number > 0, got {eps!r}")
         if not _number(delta) or not 0 < delta < 1:
@@ -265,7 +278,7 @@ def _parse_runs(raw_runs: object, problems: list[str]) -> list[Run]:
     return runs
 
 
-def delta_warnings(runs: list[Run]) -> list[str]:
+def delta_warnings(runs: Sequence[Run]) -> list[str]:
     """One line per run whose delta exceeds 1 / max_records (a public stand-in for 1 / rows)."""
     return [f"run eps={r.epsilon:g}: delta {r.delta:.3g} is above 1/max_records = {1 / r.max_records:.3g}; delta is "
             f"the chance the guarantee fails outright, and a release that publishes one random record whole is "

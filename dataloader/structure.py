@@ -153,7 +153,8 @@ def category_null_rules(schema: Schema, public: pd.DataFrame) -> list[str]:
             null_values = {v for v, share, n in zip(values, null_share, sizes) if n and share == 1.0}
             if chance >= math.log(T.structure_chance) or null_values == {c.null}:
                 continue
-            shown = [str(v) for v in c.values if v in null_values] + ([c.null] if c.null in null_values else [])
+            shown = [str(v) for v in c.values or () if v in null_values] + \
+                ([c.null] if c.null is not None and c.null in null_values else [])
             left = f"{c.name} = {shown[0]}" if len(shown) == 1 else f"{c.name} in {{{', '.join(shown)}}}"
             found.append(f"{left} <=> {name} = {schema.column(name).null}")
     return found
@@ -234,10 +235,11 @@ def _comparison_masks(atom: Atom, encoder: Encoder) -> list[dict[int, np.ndarray
     """The codes where comparison ``atom`` fails for every value, as one pair of masks per code of the other
     column (that code, and the codes of ``atom.column`` it fails with)."""
     names = encoder.names
+    assert atom.other is not None, "a comparison of two columns"
     j, k = names.index(atom.column), names.index(atom.other)
     a, b = encoder.coders[j], encoder.coders[k]
     fails = failing_pairs(atom, {c.column.name: c for c in (a, b)})
-    if fails[:len(a.edges) - 1, :len(b.edges) - 1].all():
+    if fails[:len(a.bin_edges) - 1, :len(b.bin_edges) - 1].all():
         raise SchemaError([f"constraints: no values of {atom.column} and {atom.other} in their ranges meet {atom}"])
     return [{j: fails[:, b], k: np.arange(fails.shape[1]) == b} for b in range(fails.shape[1]) if fails[:, b].any()]
 
@@ -279,7 +281,8 @@ def _derivations(schema: Schema, encoder: Encoder, public_codes, group_columns, 
         p = chosen[c][0]
         if p in chosen and chosen[p][0] == c and c < p:
             del chosen[c]
-    order, done = [], set()
+    order: list[Derivation] = []
+    done: set[int] = set()
     while len(order) < len(chosen):
         ready = [c for c in chosen if c not in done and (chosen[c][0] not in chosen or chosen[c][0] in done)]
         if not ready:
@@ -340,7 +343,9 @@ def _null_links(schema: Schema, encoder: Encoder, public: pd.DataFrame, children
             if child in linked:
                 continue
             linked.add(child)
-            links.append(NullLink(parent, child, encoder.coders[parent].null_code, encoder.coders[child].null_code))
+            parent_null, child_null = encoder.coders[parent].null_code, encoder.coders[child].null_code
+            assert parent_null is not None and child_null is not None, "a null link joins two null tokens"
+            links.append(NullLink(parent, child, parent_null, child_null))
             notes.append(f"null link: {names[child]} is null exactly when {names[parent]} is (public data, "
                          f"{n_null} null rows); it follows {names[parent]}")
     return tuple(links)

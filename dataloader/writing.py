@@ -68,7 +68,7 @@ class StagedFiles:
         self.output = Path(output)
         self.folder = self.output.parent
         recover(self.output)
-        self._dir = Path(tempfile.mkdtemp(prefix=f".{self.output.name}{STAGING}", dir=self.folder))
+        self._dir: Path | None = Path(tempfile.mkdtemp(prefix=f".{self.output.name}{STAGING}", dir=self.folder))
         (self._dir / OWNER).write_text(_owner(os.getpid()) + "\n")
         _ACTIVE.add(self._dir)
         self._finals: list[Path] = []
@@ -80,11 +80,13 @@ class StagedFiles:
         if final.name in (OWNER, MANIFEST) or final in self._finals:
             raise ValueError(f"{final} is staged twice or has a reserved name")
         self._finals.append(final)
+        assert self._dir is not None, "staged after the commit or discard"
         return self._dir / final.name
 
     def commit(self) -> list[Path]:
         """Move every staged file into place as one step; a stop signal meanwhile is held and,
         once the files are in place, logged (the release is complete and kept)."""
+        assert self._dir is not None, "committed twice or after a discard"
         with held() as stops:
             (self._dir / MANIFEST).write_text(json.dumps([f.name for f in self._finals]) + "\n")
             journal = _journal(self.output)

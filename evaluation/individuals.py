@@ -18,6 +18,7 @@ Against the real table: the total variation distance of rows per individual and 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -101,7 +102,7 @@ def _tvd(real: dict, synthetic: dict) -> float:
 def compare(real: Individuals, synthetic: Individuals) -> dict:
     """The scores of synthetic individuals against the real ones (module doc)."""
     n = sum(synthetic.sizes.values())
-    out = {"individuals": n, "rows_per_individual": sum(k * v for k, v in synthetic.sizes.items()) / max(n, 1),
+    out: dict[str, Any] = {"individuals": n, "rows_per_individual": sum(k * v for k, v in synthetic.sizes.items()) / max(n, 1),
            "rows_per_individual_tvd": _tvd(real.sizes, synthetic.sizes)}
     if synthetic.stable is not None or real.stable is not None:
         out["stable_agree"] = synthetic.stable

@@ -72,7 +72,7 @@ def mean_tvd(real: np.ndarray, synth: np.ndarray, sizes: tuple[int, ...], way: i
 def workload_subsets(columns: list[int], three_way: int, seed: int) -> dict[str, list[tuple[int, ...]]]:
     """The workload: all 1-way and 2-way subsets of ``columns`` and ``three_way`` distinct 3-way
     subsets drawn with ``RandomState(seed)`` (all of them when there are fewer)."""
-    triples = list(itertools.combinations(columns, 3))
+    triples: list[tuple[int, ...]] = list(itertools.combinations(columns, 3))
     if len(triples) > three_way:
         picked = np.random.RandomState(seed).choice(len(triples), size=three_way, replace=False)
         triples = [triples[i] for i in sorted(picked)]

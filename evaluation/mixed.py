@@ -94,6 +94,7 @@ class MixedWorkload:
         linear = np.empty(len(self.thresholds))
         if self.thresholds:
             z = (values - self.mean) / self.scale
+            assert self.target is not None, "thresholds are drawn only with a target"
             target = _labels(df, self.target)
             for i, (y, w, t) in enumerate(self.thresholds):
                 linear[i] = ((target == y) & (z @ w <= t)).sum() / n

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -108,10 +109,10 @@ class Evaluator:
 
     def evaluate_runs(self, runs: dict[str, tuple[pd.DataFrame, np.ndarray, dict]]) -> dict:
         """``evaluate`` on runs already encoded by ``encode_runs``."""
-        result = {"warning": WARNING, "real_rows": int(self.real_rows),
+        result: dict[str, Any] = {"warning": WARNING, "real_rows": int(self.real_rows),
                   "group_columns": list(self.options.group_columns), "runs": {}}
         for eps, (table, codes, outside) in runs.items():
-            run = {"synthetic_rows": int(len(table))}
+            run: dict[str, Any] = {"synthetic_rows": int(len(table))}
             if outside:
                 run["values_outside_schema"] = outside
             if self.pairs:

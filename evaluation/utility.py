@@ -11,6 +11,7 @@ scored on the same held-out real rows.
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -75,7 +76,7 @@ class UtilityTest:
         if col.kind != CATEGORICAL:
             raise ValueError(f"--target {target} must be a categorical column (it is {col.describe()})")
         self.target, self.sensitive, self.max_train, self.seed = target, sensitive, max_train, seed
-        self.positive = str(positive if positive is not None else col.values[-1])
+        self.positive = str(positive if positive is not None else (col.values or ("",))[-1])
         self.cats, self.nums = _features(schema, target)
         order = np.random.default_rng(seed).permutation(len(real))
         n_test = max(1, int(round(test_share * len(real))))
@@ -101,7 +102,7 @@ class UtilityTest:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", ConvergenceWarning)
                 pred = _model(self.cats, self.nums).fit(_frame(df, self.cats, self.nums), y).predict(self.x_test)
-        result = {"train_rows": int(len(df)), "accuracy": float(accuracy_score(self.y_test, pred)),
+        result: dict[str, Any] = {"train_rows": int(len(df)), "accuracy": float(accuracy_score(self.y_test, pred)),
                   "macro_f1": float(f1_score(self.y_test, pred, average="macro", zero_division=0))}
         if self.groups is not None:
             groups = {v: _rates(self.y_test[self.groups == v], pred[self.groups == v], self.positive)

@@ -12,12 +12,17 @@ structure (derived columns, edit rules), reweighting; decoding to the schema's v
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from dpsyn.lib.privacy.plan import Node
 from dpsyn.lib.privacy.private_table import PrivateTable
 from dpsyn.method.base import RunContext
+
+if TYPE_CHECKING:
+    from dpsyn.dataloader.encoding import Encoder
+    from dpsyn.dataloader.structure import Structure
 
 
 @dataclass
@@ -36,9 +41,9 @@ class Env:
     """What every stage may read besides the records: the encoder (its domain and coders), the run's
     context (domain, group columns, the synthesis generator) and the record structure.  Public."""
 
-    encoder: object
+    encoder: Encoder
     ctx: RunContext
-    structure: object
+    structure: Structure
 
 
 class Stage:

@@ -18,12 +18,16 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from dpsyn.lib.privacy.private_table import PrivateTable
 from dpsyn.lib.privacy.queries import CellHistogram
 from dpsyn.lib.tuning import T
+
+if TYPE_CHECKING:
+    from dpsyn.dataloader.encoding import ColumnCoder
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +39,7 @@ class SubBins:
     (non-negative) give each sub-bin's share; a row of zeros draws uniformly on the bin's grid.  ``coder``:
     the column's numeric coder (dataloader/encoding.py ColumnCoder: its bin edges, grid and range)."""
 
-    coder: object
+    coder: ColumnCoder
     edges: np.ndarray
     weights: np.ndarray
 
@@ -43,7 +47,7 @@ class SubBins:
         """A value for each code (NaN for the null code), inside its bin: in a sub-bin drawn by weight,
         uniformly on the grid there.  Post-processing."""
         codes = np.asarray(codes)
-        nbins = len(self.coder.edges) - 1
+        nbins = len(self.coder.bin_edges) - 1
         out = np.full(len(codes), np.nan)
         binned = codes < nbins
         b = codes[binned]
@@ -53,7 +57,7 @@ class SubBins:
         sub_lo, sub_hi = self.edges[b, pick], self.edges[b, pick + 1]
         values = self.coder.grid_draw(sub_lo, sub_hi, rng)
         uniform = total <= 0
-        values[uniform] = self.coder.grid_draw(self.coder.edges[b[uniform]], self.coder.edges[b[uniform] + 1], rng)
+        values[uniform] = self.coder.grid_draw(self.coder.bin_edges[b[uniform]], self.coder.bin_edges[b[uniform] + 1], rng)
         out[binned] = np.clip(values, self.coder.column.low, self.coder.column.high)
         return out
 

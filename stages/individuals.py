@@ -63,8 +63,9 @@ class Linking:
     def of(cls, individual: Individual, encoder: Encoder) -> "Linking":
         """The clock's values in increasing order where they are numbers, else in the schema's order (its
         times then 0, 1, ...: only advancing columns read differences, and they need numbers)."""
+        assert individual.clock is not None, "rows are linked only along a clock"
         coder = encoder.coder(individual.clock)
-        raw = list(coder.column.values)
+        raw = list(coder.column.values or ())
         numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in raw)
         values = [float(v) for v in raw] if numbers else [float(i) for i in range(len(raw))]
         order = np.argsort(values, kind="stable")
@@ -107,7 +108,8 @@ class IndividualLinks(Stage):
     node, timer, reads_individuals = INDIVIDUALS, "linking", True
 
     def __init__(self, linking: Linking):
-        self.linking, self.measured = linking, []
+        self.linking = linking
+        self.measured: list = []
 
     def active(self, theta: int) -> bool:
         return theta > 1

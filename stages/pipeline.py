@@ -8,6 +8,7 @@ reweighting, linking rows into individuals.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -56,7 +57,8 @@ class GroupValues(Stage):
     node = GROUP_VALUES
 
     def __init__(self, columns: tuple[GroupLevel, ...]):
-        self.columns, self.values = columns, {}
+        self.columns = columns
+        self.values: dict = {}
 
     def share(self) -> float:
         return group_value_share(len(self.columns)) * len(self.columns)
@@ -115,7 +117,8 @@ class BinValues(Stage):
     node = BIN_VALUES
 
     def __init__(self, columns: tuple[str, ...]):
-        self.columns, self.inside = columns, {}
+        self.columns = columns
+        self.inside: dict = {}
 
     def share(self) -> float:
         return T.bin_values_share
@@ -224,7 +227,7 @@ def stages_of(encoder: Encoder, structure: Structure, spec: Method, reweighting:
     for column, within in structure.group_level:
         coder = encoder.coder(column)
         if coder.categories is None and coder.column.null is None:
-            low, high = coder.column.low, coder.column.high
+            low, high = coder.column.bounds
             group_level.append(GroupLevel(column, within, low, high, coder.step or (high - low) / 1e6))
     skip = set(structure.skipped(encoder.domain.names)) | {g.column for g in group_level}
     detailed = detail_columns(encoder, skip) if bin_values and not spec.raw_numeric else []
@@ -232,11 +235,11 @@ def stages_of(encoder: Encoder, structure: Structure, spec: Method, reweighting:
     return Pipeline(tuple(group_level), tuple(detailed), reweighting, linking)
 
 
-def records_of(codes: np.ndarray, raw: dict, encoder: Encoder) -> Records:
+def records_of(codes: np.ndarray, raw: Mapping[str, np.ndarray], encoder: Encoder) -> Records:
     """The method's records as the stages take them: numeric values it synthesized without bins put on
     their column's grid, and their codes made those values' bins."""
-    codes, raw = np.array(codes, dtype=np.int32, copy=True), dict(raw)
-    for column in raw:
-        raw[column] = encoder.coder(column).snap(raw[column])
-        codes[:, encoder.domain.index(column)] = encoder.coder(column).encode(raw[column])
-    return Records(codes, raw)
+    codes, snapped = np.array(codes, dtype=np.int32, copy=True), dict(raw)
+    for column in snapped:
+        snapped[column] = encoder.coder(column).snap(snapped[column])
+        codes[:, encoder.domain.index(column)] = encoder.coder(column).encode(snapped[column])
+    return Records(codes, snapped)

@@ -80,7 +80,8 @@ class ReweightSpec:
 
 def _moment_columns(item: str, rest: str, problems: list[str]) -> list[tuple[str, float | None, float | None]]:
     """(column, low, high) of each ``NAME`` or ``NAME[low,high]`` in ``rest``; problems for bad bounds."""
-    out, position = [], 0
+    out: list[tuple[str, float | None, float | None]] = []
+    position = 0
     rest = rest.strip()
     while position < len(rest):
         match = COLUMN.match(rest, position)
@@ -92,12 +93,14 @@ def _moment_columns(item: str, rest: str, problems: list[str]) -> list[tuple[str
         if bounds is None:
             out.append((name, None, None))
             continue
+        low: float | None
+        high: float | None
         try:
             low, high = (float(v) for v in bounds.split(","))
         except ValueError:
             problems.append(f"--reweight {item}: {name}[{bounds}] needs two numbers, [low,high]")
             low = high = None
-        if low is not None and not (math.isfinite(low) and math.isfinite(high) and low < high):
+        if low is not None and high is not None and not (math.isfinite(low) and math.isfinite(high) and low < high):
             problems.append(f"--reweight {item}: {name}[{bounds}]: bounds must be finite with low < high")
             low = high = None
         out.append((name, low, high))
@@ -112,7 +115,10 @@ def parse_reweight(specs: str | Sequence[str], names: Sequence[str], numeric: Se
     floor = T.reweight_floor if floor is None else floor
     items = [specs] if isinstance(specs, str) else list(specs)
     items = [part.strip() for item in items for part in str(item).split(";") if part.strip()]
-    problems, moments, marginals, declared = [], [], [], {}
+    problems: list[str] = []
+    moments: list[tuple[str, ...]] = []
+    marginals: list[tuple[str, ...]] = []
+    declared: dict[str, tuple[float, float]] = {}
     if not items:
         problems.append("--reweight names no measures (give moments:COLS or marginals:A×B,...)")
     if not 0 < share < 1:
@@ -140,7 +146,7 @@ def parse_reweight(specs: str | Sequence[str], names: Sequence[str], numeric: Se
             if len(set(columns)) != len(columns):
                 problems.append(f"--reweight {item}: a column is named twice")
             for c, low, high in entries:
-                if low is not None:
+                if low is not None and high is not None:  # both given, or neither
                     if declared.get(c, (low, high)) != (low, high):
                         problems.append(f"--reweight: {c} is given two different bounds")
                     declared[c] = (low, high)
@@ -170,7 +176,8 @@ def with_bounds(spec: ReweightSpec, ranges: Mapping[str, tuple[float, float]],
     """``spec`` with clipping bounds for every moment column: declared ones as given, else the public
     values' reweight_quantiles (when they are apart), else the column's range.  Public facts only."""
     declared = {c: (lo, hi) for c, lo, hi in spec.bounds}
-    bounds, sources = [], []
+    bounds: list[tuple[str, float, float]] = []
+    sources: list[tuple[str, str]] = []
     for column in dict.fromkeys(c for m in spec.moments for c in m):
         if column in declared:
             bounds.append((column, *declared[column]))
@@ -184,7 +191,8 @@ def with_bounds(spec: ReweightSpec, ranges: Mapping[str, tuple[float, float]],
                 bounds.append((column, low, high))
                 sources.append((column, f"public {T.reweight_quantiles[0]:.0%}-{T.reweight_quantiles[1]:.0%} quantiles"))
                 continue
-        bounds.append((column, *map(float, ranges[column])))
+        low, high = ranges[column]
+        bounds.append((column, float(low), float(high)))
         sources.append((column, "its range"))
     return replace(spec, bounds=tuple(bounds), sources=tuple(sources))
 
@@ -231,7 +239,8 @@ def _row_queries(ctx: RunContext, spec: ReweightSpec, codes: np.ndarray,
                  values: Mapping[str, np.ndarray]) -> tuple[list, list[np.ndarray]]:
     """The private-table queries of ``spec`` and, for each, its per-row values on the synthetic rows
     (n × width: what one row adds to the query's answer)."""
-    domain, queries, rows = ctx.domain, [], []
+    domain, rows = ctx.domain, []
+    queries: list[Moments | Marginal] = []
     for columns in spec.moments:
         bounds = tuple(spec.bound(c) for c in columns)
         query = Moments(columns, bounds=bounds)
@@ -292,11 +301,11 @@ def fitted_weights(blocks: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]], 
     synthetic = matrix.mean(axis=0)
     noisy = np.concatenate([b[1] for b in blocks])
     noise_sd = np.concatenate([b[2] for b in blocks])
-    prior = []
+    priors = []
     for block, a, sd in blocks:
         varies = block.std(axis=0) > 0  # the count and constant columns carry no tilt and no evidence
-        prior.append(np.full(a.size, prior_sd(a[varies], sd[varies], block.mean(axis=0)[varies])))
-    prior = np.concatenate(prior)
+        priors.append(np.full(a.size, prior_sd(a[varies], sd[varies], block.mean(axis=0)[varies])))
+    prior = np.concatenate(priors)
     varying = matrix.std(axis=0) > 0
     uniform = np.full(n, 1.0 / n)
     if not varying.any():

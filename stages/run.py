@@ -97,6 +97,7 @@ def check_before_measuring(side: PublicSide, setup: RunSetup) -> None:
     can be enforced (a distinct declaration needs ids where theta > 1); reweighting's marginals fit the cell
     cap; the stages around the method leave it enough of each run's rho.  OptionError lists each problem."""
     pipeline = setup.pipeline
+    assert pipeline is not None, "the setup's stages are known before anything is measured"
     problems = setup.unit(max(side.schema.runs, key=lambda r: r.max_records_per_individual)).problems()
     if pipeline.reweighting is not None:
         problems += reweight_cell_problems(pipeline.reweighting, side.encoder.domain)

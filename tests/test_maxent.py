@@ -165,5 +165,5 @@ def test_a_fit_reports_settled_only_after_a_plain_step_gains_too_little(monkeypa
                    for p in pairs]
         calls.clear()
         _, settled = fit(junction_tree(pairs, range(3), sizes), targets)
-        iterates = [calls[0][0]] + [moved for _, moved in calls[:-1]]  # a momentum point is none of them
+        iterates = [calls[0][0]] + [moved for _, moved in calls[:-1]]  # every point a step returned; no momentum point
         assert settled and calls[-1][1] is not None and any(calls[-1][0] is i for i in iterates)

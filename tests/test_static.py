@@ -1,10 +1,11 @@
 """Static checks on every Python file of the checkout (pyproject.toml's [tool.ruff]): no undefined name, no
 unused import or variable, no syntax error; and the release code's shape: no function takes more than seven
 parameters (settings travel as objects) but the numba kernels, which take flat arrays, and no two classes
-share a name; and mypy on lib/ and method/, strict on the privacy core (lib/privacy)."""
+share a name; and mypy on the installed package, strict on the privacy core (lib/privacy)."""
 import ast
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -67,11 +68,17 @@ def test_tests_import_nothing_from_bench_and_the_checkout_only_as_dpsyn():
     assert not twice
 
 
-def test_mypy_finds_nothing_in_lib_and_the_methods(tmp_path):
-    """mypy (pyproject.toml's [tool.mypy]) on lib/ and method/, every flag of --strict on lib/privacy: the checkout
-    is seen as the package dpsyn through a link, and mypy's cache stays outside the checkout."""
+def test_mypy_finds_nothing_in_the_package(tmp_path):
+    """mypy (pyproject.toml's [tool.mypy]) on what the package installs (pyproject.toml's packages and the
+    checkout's top-level modules; not bench/ or tests/), every flag of --strict on lib/privacy: the checkout is
+    seen as the package dpsyn through a link, and mypy's cache stays outside the checkout."""
     (tmp_path / "dpsyn").symlink_to(ROOT, target_is_directory=True)
+    packages = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    tops = [p for p in packages if p != "dpsyn" and not any(p.startswith(q + ".") for q in packages if q != "dpsyn")]
+    targets = [a for p in tops for a in ("-p", p)]  # -p takes subpackages too
+    targets += [a for m in sorted(ROOT.glob("*.py")) for a in ("-m", "dpsyn" if m.stem == "__init__" else f"dpsyn.{m.stem}")]
     proc = subprocess.run([sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml"),
-                           "--cache-dir", str(tmp_path / "cache"), "-p", "dpsyn.lib", "-p", "dpsyn.method"], cwd=tmp_path,
+                           "--cache-dir", str(tmp_path / "cache"), *targets], cwd=tmp_path,
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "source files" in proc.stdout and "dpsyn/bench" not in proc.stdout
