@@ -136,7 +136,8 @@ def main() -> None:
     # bench/individuals.py), kept as they are
     kept = [text for text in (sections.existing(old, h) for h in (SCALE, GENERALIZATION, SDNIST, INDIVIDUALS))
             if text]
-    args.out.write_text(page(tables, commands, args.seeds, args.aim_cap) + "".join("\n" + text for text in kept))
+    args.out.write_text("\n\n".join(text.rstrip("\n") for text in [page(tables, commands, args.seeds, args.aim_cap),
+                                                                   *kept]) + "\n")
     print(args.out)
 
 
