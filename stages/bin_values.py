@@ -5,8 +5,9 @@ Without a public file a numeric column's bins are equal-width cuts of its schema
 synthetic value is drawn uniformly inside its bin: a column whose rows crowd one end of a wide bin
 (household weights in 0-9,999 cut into bins of 500, most of them below 200; incomes whose first bin
 holds every zero; hours a week, 40 for half the rows, in bins of five) comes out spread over the
-whole bin.  With ``--bin-values`` each bin is cut into bin_values_sub_bins sub-bins (the bin's first and last
-grid values and zero alone, then even widths), one ``CellHistogram`` per column counts the rows in
+whole bin.  With ``--bin-values`` each bin is cut into bin_values_sub_bins sub-bins (on a grid, the bin's first
+and last values and zero alone; a float column's range ends, zero and, where a bin holds few, whole numbers
+alone, each the one value of its sub-bin; then even widths), one ``CellHistogram`` per column counts the rows in
 each sub-bin of their own bin (a row counts once: sensitivity theta; Gaussian, charged), and each
 synthetic value is drawn in a sub-bin of its bin in proportion to the noisy counts (pulled toward
 the bin's mean as far as the noise says, ``shrunk_weights``; sub-bins without a grid value left
@@ -80,28 +81,58 @@ def detail_columns(encoder, skip: set[str]) -> list[str]:
 
 
 def sub_edges(coder) -> np.ndarray:
-    """(bins, + 1 for a null code) × (bin_values_sub_bins + 1) strictly increasing edges, from the schema's bins
-    alone (``_bin_edges``).  The null code's row is the first bin's (null values count in no sub-bin)."""
+    """(bins, + 1 for a null code) × (bin_values_sub_bins + 1) strictly increasing edges, from the encoder's bins
+    (schema, public values, rule cuts) alone (``_bin_edges`` on a grid, else ``_float_edges``).  The null code's
+    row is the first bin's (null values count in no sub-bin)."""
     lo, hi = coder.edges[:-1], coder.edges[1:]
-    rows = [_bin_edges(lo[b], hi[b], coder.first_value(b) if coder.step is not None else None, coder.step)
+    rows = [_bin_edges(lo[b], hi[b], coder.first_value(b), coder.step) if coder.step is not None else
+            _float_edges(lo[b], hi[b], (coder.column.low, coder.column.high))
             for b in range(len(lo))]
     if coder.column.null is not None:
         rows.append(rows[0])
     return np.array(rows)
 
 
-def _bin_edges(lo: float, hi: float, first: float | None, step: float | None) -> np.ndarray:
-    """bin_values_sub_bins + 1 edges of bin (lo, hi]: on a grid, its first and last values (top codes) and zero
-    (where the bin holds it: zero incomes, zero gains) in sub-bins of their own, the rest cut evenly and
-    the widest pieces halved until there are bin_values_sub_bins; without a grid, bin_values_sub_bins equal widths."""
-    if step is None or first is None or first >= hi:
+def _bin_edges(lo: float, hi: float, first: float, step: float) -> np.ndarray:
+    """bin_values_sub_bins + 1 edges of bin (lo, hi] of a column on a grid: its first and last values (top codes)
+    and zero (where the bin holds it: zero incomes, zero gains) in sub-bins of their own, the rest cut evenly and
+    the widest pieces halved until there are bin_values_sub_bins."""
+    if first >= hi:
         return np.linspace(lo, hi, T.bin_values_sub_bins + 1)
     alone = {lo, first, hi, max(hi - step, first)}  # cuts around the first and last values
     if first < 0.0 < hi:
         alone |= {-step, 0.0}
     # the even cuts share first and hi with ``alone``: together at most bin_values_sub_bins + 1 edges
     cuts = np.unique(np.concatenate([sorted(alone), np.linspace(first, hi, T.bin_values_sub_bins + 3 - len(alone))]))
-    while len(cuts) < T.bin_values_sub_bins + 1:  # halve the widest piece
+    return _filled(cuts)
+
+
+def _float_edges(lo: float, hi: float, bounds: tuple[float, float]) -> np.ndarray:
+    """bin_values_sub_bins + 1 edges of bin (lo, hi] of a float column without a grid: each value that rows of
+    real tables often hold exactly, where the bin holds it, in a sub-bin of its own, (the float below it, it]: the
+    range's ends ``bounds`` (clipped values pile there; zero-inflated columns start there), zero, and the whole
+    numbers where the bin holds at most a quarter of bin_values_sub_bins of them (a count stored as a float);
+    the rest cut evenly and the widest pieces halved until there are bin_values_sub_bins (atoms in that order while
+    they fit).  Public: the schema's range and the encoder's bins only.  Where a bin keeps its detail, noise can put
+    a little mass on an atom the rows never hold (its share is about the noise sd over the bin's rows at most)."""
+    capacity = T.bin_values_sub_bins + 1
+    atoms = [v for v in (*bounds, 0.0) if lo < v <= hi]
+    if np.floor(hi) - np.floor(lo) <= T.bin_values_sub_bins // 4:
+        atoms += np.arange(np.floor(lo) + 1, np.floor(hi) + 1).tolist()
+    alone = {lo, hi}
+    for v in atoms:
+        more = {float(v), float(np.nextafter(v, -np.inf))} - alone
+        if len(alone) + len(more) > capacity:
+            break
+        alone |= more
+    # the even cuts share lo and hi with ``alone``: together at most ``capacity`` edges
+    cuts = np.unique(np.concatenate([sorted(alone), np.linspace(lo, hi, max(capacity + 2 - len(alone), 2))]))
+    return _filled(cuts)
+
+
+def _filled(cuts: np.ndarray) -> np.ndarray:
+    """``cuts`` with the widest piece halved until there are bin_values_sub_bins + 1 edges."""
+    while len(cuts) < T.bin_values_sub_bins + 1:
         i = int(np.argmax(np.diff(cuts)))
         cuts = np.insert(cuts, i + 1, (cuts[i] + cuts[i + 1]) / 2)
     return cuts

@@ -103,3 +103,28 @@ def test_weights_stay_even_over_values_where_the_counts_vary_no_more_than_their_
     strong = shrunk_weights(np.array([[1000.0, 0, 0, 0, 5000, 0]]), np.ones((1, 6)), sigma=10.0)
     assert strong[0] == pytest.approx([1000, 0, 0, 0, 5000, 0], abs=1.0)
     assert (shrunk_weights(np.full((1, 3), -40.0), np.ones((1, 3)), sigma=50.0) > 0).all()  # a negative total
+
+
+def test_a_float_column_keeps_its_zeros_its_top_code_and_its_whole_numbers():
+    """A float column without a grid: its range's ends, zero and, where a bin holds few of them, whole numbers get
+    sub-bins of their own, so that zero-inflated values, clipped values and counts stored as floats come out exact
+    (drawn uniformly inside the bin, no value would be)."""
+    schema = {"F": {"dtype": "float", "min": 0, "max": 30}, "K": {"dtype": "str", "values": ["a", "b"]}}
+    parameters = {"runs": [{"epsilon": 10.0, "delta": 1e-9, "max_records": 10_000, "max_records_per_individual": 1}],
+                  "schema": schema}
+    coder = Encoder.fit(parse_schema(parameters)).coder("F")
+    edges = sub_edges(coder)
+    assert edges.shape == (coder.size, T.bin_values_sub_bins + 1) and (np.diff(edges, axis=1) > 0).all()
+    for b in range(len(coder.edges) - 1):
+        lo, hi = edges[b, 0], edges[b, -1]
+        for atom in [v for v in (0.0, 30.0, *range(31)) if lo < v <= hi]:  # bins of 1.5: one or two whole numbers
+            assert np.nextafter(atom, -np.inf) in edges[b] and atom in edges[b]
+    rng = np.random.default_rng(4)
+    f = np.where(rng.random(4000) < 0.4, 0.0, np.where(rng.random(4000) < 0.5, 12.0, rng.uniform(0, 30, 4000)))
+    f[rng.random(4000) < 0.1] = 30.0
+    private = pd.DataFrame({"F": f, "K": rng.choice(["a", "b"], 4000)})
+    (run,) = release(private, parameters, None, "dpsyn", {}, seed=3, group_columns=())
+    out = run.table.F.astype(float)
+    for value in (0.0, 12.0, 30.0):
+        assert (out == value).mean() == pytest.approx((f == value).mean(), abs=0.03)
+    assert (out == np.round(out)).mean() == pytest.approx((f == np.round(f)).mean(), abs=0.03)
