@@ -128,3 +128,15 @@ def test_a_float_column_keeps_its_zeros_its_top_code_and_its_whole_numbers():
     for value in (0.0, 12.0, 30.0):
         assert (out == value).mean() == pytest.approx((f == value).mean(), abs=0.03)
     assert (out == np.round(out)).mean() == pytest.approx((f == np.round(f)).mean(), abs=0.03)
+
+
+def test_atoms_never_take_more_sub_bins_than_there_are():
+    """With few sub-bins the atoms are added in order while they fit: a bin always has bin_values_sub_bins of them
+    (more would fail only after the budget was spent)."""
+    schema = {"F": {"dtype": "float", "min": -16, "max": 6}}
+    parameters = {"runs": [{"epsilon": 1.0, "delta": 1e-9, "max_records": 10, "max_records_per_individual": 1}],
+                  "schema": schema}
+    for k in (2, 4, 8):
+        with T.overridden({"bin_values_sub_bins": k}):
+            coder = Encoder.fit(parse_schema(parameters), default_bins=1).coder("F")
+            assert sub_edges(coder).shape == (1, k + 1)
