@@ -99,11 +99,14 @@ def _bin_edges(lo: float, hi: float, first: float, step: float) -> np.ndarray:
     the widest pieces halved until there are bin_values_sub_bins."""
     if first >= hi:
         return np.linspace(lo, hi, T.bin_values_sub_bins + 1)
-    alone = {lo, first, hi, max(hi - step, first)}  # cuts around the first and last values
-    if first < 0.0 < hi:
-        alone |= {-step, 0.0}
+    alone = {lo, first, hi}
+    # cuts around the last value, then around zero, while they fit
+    for more in ({max(hi - step, first)}, {-step, 0.0} if first < 0.0 < hi else set()):
+        if len(alone | more) <= T.bin_values_sub_bins + 1:
+            alone |= more
     # the even cuts share first and hi with ``alone``: together at most bin_values_sub_bins + 1 edges
-    cuts = np.unique(np.concatenate([sorted(alone), np.linspace(first, hi, T.bin_values_sub_bins + 3 - len(alone))]))
+    cuts = np.unique(np.concatenate([sorted(alone),
+                                     np.linspace(first, hi, max(T.bin_values_sub_bins + 3 - len(alone), 2))]))
     return _filled(cuts)
 
 

@@ -131,12 +131,14 @@ def test_a_float_column_keeps_its_zeros_its_top_code_and_its_whole_numbers():
 
 
 def test_atoms_never_take_more_sub_bins_than_there_are():
-    """With few sub-bins the atoms are added in order while they fit: a bin always has bin_values_sub_bins of them
-    (more would fail only after the budget was spent)."""
-    schema = {"F": {"dtype": "float", "min": -16, "max": 6}}
+    """With few sub-bins the atoms (and a grid bin's cuts around its last value and zero) are added in order while
+    they fit: a bin always has bin_values_sub_bins sub-bins (more would fail only after the budget was spent)."""
+    schema = {"F": {"dtype": "float", "min": -16, "max": 6}, "G": {"dtype": "int", "min": -16, "max": 9999}}
     parameters = {"runs": [{"epsilon": 1.0, "delta": 1e-9, "max_records": 10, "max_records_per_individual": 1}],
                   "schema": schema}
     for k in (2, 4, 8):
         with T.overridden({"bin_values_sub_bins": k}):
-            coder = Encoder.fit(parse_schema(parameters), default_bins=1).coder("F")
-            assert sub_edges(coder).shape == (1, k + 1)
+            encoder = Encoder.fit(parse_schema(parameters), default_bins=1)
+            for name in ("F", "G"):  # a float bin with three atoms; a grid bin with its ends and zero
+                edges = sub_edges(encoder.coder(name))
+                assert edges.shape == (1, k + 1) and (np.diff(edges, axis=1) > 0).all()
