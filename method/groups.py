@@ -103,7 +103,8 @@ def per_group_targets(targets: list[Target], per_group_1way: dict, n_groups: int
 
     Keeps each global marginal's association while moving its margins to every group's own."""
     out = []
-    for cols, values, *_ in targets:
+    for t in targets:
+        cols, values = t.query, t.noisy
         margins = {("group", c): per_group_1way[c] + 1e-9 for c in cols if c in per_group_1way}
         stacked = np.broadcast_to(values, (n_groups,) + values.shape)
         out.append(Target(cols, fit_to_margins(stacked, ("group",) + tuple(cols), margins, 0.0,

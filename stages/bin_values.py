@@ -86,7 +86,7 @@ def sub_edges(coder) -> np.ndarray:
     row is the first bin's (null values count in no sub-bin)."""
     lo, hi = coder.edges[:-1], coder.edges[1:]
     rows = [_bin_edges(lo[b], hi[b], coder.first_value(b), coder.step) if coder.step is not None else
-            _float_edges(lo[b], hi[b], (coder.column.low, coder.column.high))
+            _float_edges(lo[b], hi[b], coder.column.bounds)
             for b in range(len(lo))]
     if coder.column.null is not None:
         rows.append(rows[0])
@@ -99,15 +99,8 @@ def _bin_edges(lo: float, hi: float, first: float, step: float) -> np.ndarray:
     the widest pieces halved until there are bin_values_sub_bins."""
     if first >= hi:
         return np.linspace(lo, hi, T.bin_values_sub_bins + 1)
-    alone = {lo, first, hi}
-    # cuts around the last value, then around zero, while they fit
-    for more in ({max(hi - step, first)}, {-step, 0.0} if first < 0.0 < hi else set()):
-        if len(alone | more) <= T.bin_values_sub_bins + 1:
-            alone |= more
-    # the even cuts share first and hi with ``alone``: together at most bin_values_sub_bins + 1 edges
-    cuts = np.unique(np.concatenate([sorted(alone),
-                                     np.linspace(first, hi, max(T.bin_values_sub_bins + 3 - len(alone), 2))]))
-    return _filled(cuts)
+    # cuts around the first value, then the last, then zero
+    return _cut({lo, first, hi}, [{max(hi - step, first)}, {-step, 0.0} if first < 0.0 < hi else set()], first, hi)
 
 
 def _float_edges(lo: float, hi: float, bounds: tuple[float, float]) -> np.ndarray:
@@ -118,27 +111,26 @@ def _float_edges(lo: float, hi: float, bounds: tuple[float, float]) -> np.ndarra
     the rest cut evenly and the widest pieces halved until there are bin_values_sub_bins (atoms in that order while
     they fit).  Public: the schema's range and the encoder's bins only.  Where a bin keeps its detail, noise can put
     a little mass on an atom the rows never hold (its share is about the noise sd over the bin's rows at most)."""
-    capacity = T.bin_values_sub_bins + 1
     atoms = [v for v in (*bounds, 0.0) if lo < v <= hi]
     if np.floor(hi) - np.floor(lo) <= T.bin_values_sub_bins // 4:
         atoms += np.arange(np.floor(lo) + 1, np.floor(hi) + 1).tolist()
-    alone = {lo, hi}
-    for v in atoms:
-        more = {float(v), float(np.nextafter(v, -np.inf))} - alone
-        if len(alone) + len(more) > capacity:
+    return _cut({lo, hi}, [{float(v), float(np.nextafter(v, -np.inf))} for v in atoms], lo, hi)
+
+
+def _cut(alone: set, more: list[set], even_from: float, hi: float) -> np.ndarray:
+    """bin_values_sub_bins + 1 edges: ``alone``, then each set of ``more`` in turn while it fits, then even cuts
+    of (``even_from``, ``hi``] (both already among the edges) and the widest pieces halved until there are
+    bin_values_sub_bins."""
+    capacity = T.bin_values_sub_bins + 1
+    for cuts in more:
+        if len(alone | cuts) > capacity:
             break
-        alone |= more
-    # the even cuts share lo and hi with ``alone``: together at most ``capacity`` edges
-    cuts = np.unique(np.concatenate([sorted(alone), np.linspace(lo, hi, max(capacity + 2 - len(alone), 2))]))
-    return _filled(cuts)
-
-
-def _filled(cuts: np.ndarray) -> np.ndarray:
-    """``cuts`` with the widest piece halved until there are bin_values_sub_bins + 1 edges."""
-    while len(cuts) < T.bin_values_sub_bins + 1:
-        i = int(np.argmax(np.diff(cuts)))
-        cuts = np.insert(cuts, i + 1, (cuts[i] + cuts[i + 1]) / 2)
-    return cuts
+        alone = alone | cuts
+    edges = np.unique(np.concatenate([sorted(alone), np.linspace(even_from, hi, max(capacity + 2 - len(alone), 2))]))
+    while len(edges) < capacity:
+        i = int(np.argmax(np.diff(edges)))
+        edges = np.insert(edges, i + 1, (edges[i] + edges[i + 1]) / 2)
+    return edges
 
 
 def measure_bin_values(private: PrivateTable, encoder, columns: list[str], rho: float) -> dict:

@@ -28,7 +28,6 @@ from functools import cached_property
 import numpy as np
 
 from dpsyn.lib.estimation.measurement import MarginalTarget
-
 from dpsyn.lib.estimation.raking import systematic_draw
 
 
