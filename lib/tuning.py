@@ -48,7 +48,7 @@ TABLE: tuple[tuple[str, Any, str], ...] = (
     ("adaptive_rounds_per_column", 6, "the first round's rho is the budget over this many rounds per column"),
     ("adaptive_few_rounds_per_column", 4, "the same where every pair would be cheap to measure"),
     ("adaptive_many_rounds_per_column", 10, "the same where pairs are noisy and there are no public records"),
-    ("adaptive_max_entropy_cells", 100_000,
+    ("adaptive_max_entropy_cells", 500_000,
      "largest junction tree (cells) for the maximum-entropy estimate; rounds that draw from it stay within it"),
     ("adaptive_max_entropy_tolerance", 1e-7,
      "the maximum-entropy fit stops when a step lowers the loss by less than this share"),
