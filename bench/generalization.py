@@ -145,6 +145,17 @@ def page_section(tables: list[list[str]], command: str, aim_note: str) -> str:
     return "\n".join(text)
 
 
+def page_tables(section: str) -> dict[tuple[str, str], list[str]]:
+    """The tables of a page's suite section by (dataset, method), each its header lines and its rows: what an
+    earlier run kept there, for ``--reuse`` where bench/out/results/ holds no table (a new checkout)."""
+    lines = [line for line in section.splitlines() if line.startswith("|")]
+    header, tables = lines[:2], dict[tuple[str, str], list[str]]()
+    for line in lines[2:]:
+        dataset, method = (cell.strip() for cell in line.strip("|").split("|")[:2])
+        tables.setdefault((dataset, method), list(header)).append(line)
+    return tables
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--datasets", nargs="+", choices=list(SUITE), default=list(SUITE))
@@ -154,8 +165,9 @@ def main() -> None:
     parser.add_argument("--aim-cap", type=float, default=None, help="AIM's time cap in seconds (default none)")
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--reuse", nargs="*", default=[], metavar="METHOD",
-                        help="methods whose tables from an earlier run of the same command (bench/out/results/) "
-                             "are kept rather than run again (a peer's, when only our method changed)")
+                        help="methods whose tables from an earlier run of the same command (bench/out/results/, "
+                             "else their rows in --out's section) are kept rather than run again (a peer's, when "
+                             "only our method changed)")
     parser.add_argument("--out", type=Path, default=HERE / "RESULTS.md")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
@@ -166,11 +178,16 @@ def main() -> None:
                      "--seeds", str(args.seeds), *(cap if m == "aim" else [])]
             for d in args.datasets for m in args.methods}
 
+    page = args.out.read_text() if args.out.exists() else "# Benchmark results\n"
+    on_page = page_tables(sections.existing(page, SECTION))
+
     def one(key):
         name = f"{key[0]}_{key[1]}"
         kept = OUT / f"{name}.md"
         if key[1] in args.reuse and kept.exists():
             return key, [line for line in kept.read_text().splitlines() if line.startswith("|")]
+        if key[1] in args.reuse and key in on_page:
+            return key, on_page[key]
         return key, run(name, runs[key])[1]
 
     with ThreadPoolExecutor(args.workers) as pool:
@@ -180,7 +197,6 @@ def main() -> None:
     command = (f"python bench/run_bench.py --datasets D --methods M --eps {' '.join(args.eps)} --seeds {args.seeds}"
                + (f" (AIM: --aim-cap {args.aim_cap:g})" if cap else ""))
     section = page_section([done[key] for key in runs], command, aim_note if "aim" in args.methods else "No AIM runs")
-    page = args.out.read_text() if args.out.exists() else "# Benchmark results\n"
     args.out.write_text(sections.replaced(page, SECTION, section))
 
 
