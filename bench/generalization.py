@@ -178,8 +178,7 @@ def main() -> None:
                      "--seeds", str(args.seeds), *(cap if m == "aim" else [])]
             for d in args.datasets for m in args.methods}
 
-    page = args.out.read_text() if args.out.exists() else "# Benchmark results\n"
-    on_page = page_tables(sections.existing(page, SECTION))
+    on_page = page_tables(sections.existing(args.out.read_text(), SECTION)) if args.out.exists() else {}
 
     def one(key):
         name = f"{key[0]}_{key[1]}"
@@ -197,6 +196,8 @@ def main() -> None:
     command = (f"python bench/run_bench.py --datasets D --methods M --eps {' '.join(args.eps)} --seeds {args.seeds}"
                + (f" (AIM: --aim-cap {args.aim_cap:g})" if cap else ""))
     section = page_section([done[key] for key in runs], command, aim_note if "aim" in args.methods else "No AIM runs")
+    # read again at the end: another bench command may have written its own section while the suite ran
+    page = args.out.read_text() if args.out.exists() else "# Benchmark results\n"
     args.out.write_text(sections.replaced(page, SECTION, section))
 
 
