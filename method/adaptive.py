@@ -6,8 +6,7 @@ post-processes the records (step 4):
 1. cheap measurements: the group counts (the write-up's share, planner_poor_group_share of it where the planner
    finds the pairs noisy, when there are groups; pulled toward the
    product of their one-way totals, method/groups.py ``smoothed_counts``) and every 1-way marginal,
-   each at the first round's measuring rho (twice that where the planner finds the budget rich, four
-   times without public records where it finds the pairs noisy, ``one_way_rounds``) (their sum
+   each at the planner's number of rounds' measuring rho (method/planner.py ``Rounds.one_way``) (their sum
    split by cells^(2/3) where columns are split, below);
 2. rounds: the candidates are every 1-way, 2-way and group × column marginal, the 3-way
    marginals that extend a measured pair and every column by some of the group columns (PUMA × column
@@ -25,9 +24,8 @@ post-processes the records (step 4):
    (Gaussian); the model is then refit (consistency,
    then GUM warm-started from the last round's records: the write-up's moves when the records
    started from public records, else rewriting the measured columns with a short polish, see REWRITE);
-3. annealing: the first round's rho is the budget over adaptive_rounds_per_column × columns rounds
-   (adaptive_few_rounds_per_column where every pair would be cheap, adaptive_many_rounds_per_column where pairs are noisy
-   and the records start from no public records); when a measurement moves the model by less than the
+3. annealing: the first round's rho is the budget over the planner's rounds a column (``Rounds.per_column``)
+   × columns rounds; when a measurement moves the model by less than the
    error it leaves (e above), the next rounds get four times the rho (half the noise sd, AIM's rule);
    when less than two rounds' rho is left, the last round takes all of it, so the ledger
    sums to the budget;
@@ -78,6 +76,7 @@ from dpsyn.lib.runtime.progress import progress
 from dpsyn.lib.tuning import T
 from dpsyn.method.base import RunContext, spread
 from dpsyn.method.groups import base_size, smoothed_counts, start_records
+from dpsyn.method.planner import Rounds
 from dpsyn.method.selection import allocate
 from dpsyn.method.split_columns import SplitColumns, per_key
 
@@ -380,27 +379,21 @@ class RoundsSpec:
     ``group_rho``: the group counts' rho (when there are groups).  ``max_cells``: the largest marginal a
     round may measure.  ``earlier``: Targets (column indices, noisy values, sigma) already measured (a noisy total;
     or the two-way regime's marginals where method/dpsyn.py fits the group columns in the base), kept in the
-    model; a column measured there is never split.  ``few_rounds``: adaptive_few_rounds_per_column rounds a
-    column, not adaptive_rounds_per_column; ``many_rounds``: adaptive_many_rounds_per_column; ``rounds``:
-    this many rounds instead; ``picks``: marginals measured a round (one selection of that many), the round's
-    rho split evenly over them; ``one_way_rounds``: the 1-way marginals' measuring rho, in rounds' (0: none
-    measured here); ``rich``: the planner found the pairs worth their noise (a larger base from public
-    records with groups); ``per_row``: base records a row of the noisy total (groups.py ``base_size``)
-    instead of the default; ``max_entropy``: without public records or edit rules, the final records from
-    the maximum-entropy estimate (step 4; with groups, drawn per group by ``Model.draw_groups``) where it
-    fits."""
+    model; a column measured there is never split.  ``rounds``: the planner's numbers (rounds a column, the 1-way
+    marginals' rho in rounds' (0: none measured here), coarse reads, the maximum-entropy fit; planner.py
+    ``Rounds``); ``count``: this many rounds instead of ``rounds.per_column`` a column; ``picks``: marginals
+    measured a round (one selection of that many), the round's rho split evenly over them; ``per_row``: base
+    records a row of the noisy total (groups.py ``base_size``; None: its default).  The maximum-entropy fit is
+    used only without public records or edit rules (step 4; with groups, drawn per group by
+    ``Model.draw_groups``) and where it fits."""
 
     group_rho: float = 0.0
     max_cells: int = 20_000
     earlier: tuple = ()
-    few_rounds: bool = False
-    one_way_rounds: int = 1
-    rich: bool = False
+    rounds: Rounds = Rounds()
     per_row: int | None = None
     picks: int = 1
-    rounds: int | None = None
-    many_rounds: bool = False
-    max_entropy: bool = False
+    count: int | None = None
 
 
 def measure_adaptively(private: PrivateTable, public_codes: np.ndarray | None, ctx: RunContext,
@@ -410,24 +403,24 @@ def measure_adaptively(private: PrivateTable, public_codes: np.ndarray | None, c
     counts (when there are groups), the rest on 1-way marginals and the rounds' selections and
     measurements.
     """
-    earlier, many_rounds, one_way_rounds, picks, rounds = (spec.earlier, spec.many_rounds, spec.one_way_rounds,
-                                                           spec.picks, spec.rounds)
+    earlier, coarse_reads, one_way_rounds, picks = (spec.earlier, spec.rounds.coarse_reads, spec.rounds.one_way,
+                                                    spec.picks)
     names, sizes = ctx.domain.names, ctx.domain.sizes
     # Columns of many codes are split (method/split_columns.py) only when the records start from independent
     # draws.  Public records already carry each column's detail and its relation to the others, and there coarse
     # readings crowd out the exact ones.  A column an edit rule reads is split too, the rules' boxes carried into
     # the split layout (``SplitColumns.boxes``), except where the pairs are noisy: there its coarse readings take
     # rounds from the pairs a classifier reads.
-    kept_whole = {c for box in ctx.boxes.boxes for c in box.columns} if many_rounds else set()
+    kept_whole = {c for box in ctx.boxes.boxes for c in box.columns} if coarse_reads else set()
     measured = {j for t in earlier for j in t.query}  # keyed by the domain's codes
-    # Where the pairs are noisy (``many_rounds``), a numeric column with a null token is also split at that
+    # Where the pairs are noisy (``coarse_reads``), a numeric column with a null token is also split at that
     # token, so that a round may read it as null or not: that is often what it shares most with other columns
     # (income, null under 15, against age or marital status; number of children, null outside households,
     # against housing type), and there the exact pair is mostly noise.  Where pairs are affordable the coarse
     # readings crowd out exact ones.
     candidates = [j for j in other_idx if j not in kept_whole | measured] if public_codes is None else []
     layout = SplitColumns.choose(sizes, candidates, at_null=[j for j in candidates if names[j] in ctx.domain.nullable]
-                                 if many_rounds else ())
+                                 if coarse_reads else ())
     public = layout.encode(public_codes) if public_codes is not None else None
     model = Model(names, sizes, tuple(group_idx), from_public=public is not None, layout=layout, public=public,
                   ordered={j: ctx.domain.ordered.get(names[j], 0) for j in other_idx},
@@ -443,8 +436,8 @@ def measure_adaptively(private: PrivateTable, public_codes: np.ndarray | None, c
     elif not other_idx:
         m = private.measure(Marginal(()), private.remaining, "number of rows")
         model.add((), m.noisy.reshape(()), m.sigma)
-    per_column = T.adaptive_few_rounds_per_column if spec.few_rounds else T.adaptive_many_rounds_per_column if many_rounds else T.adaptive_rounds_per_column
-    rho_round = private.remaining / (rounds * picks if rounds else per_column * max(len(other_idx), 1))  # a pick's
+    rho_round = private.remaining / (spec.count * picks if spec.count else
+                                     spec.rounds.per_column * max(len(other_idx), 1))  # a pick's
     # where columns are split, rounds mostly read them coarsely, so their exact 1-way marginals are measured
     # about once: the 1-way budget goes by cells^(2/3), the split that minimises their summed expected noise
     one_way = one_way_rounds * (1 - T.adaptive_select_share) * rho_round * len(other_idx)
@@ -461,9 +454,7 @@ def measure_adaptively(private: PrivateTable, public_codes: np.ndarray | None, c
                  ", ".join(f"{names[j]} ({sizes[j]} codes, " + ("null or not)" if layout.at_null(j) else
                                                                  f"in {layout.widths[j]}s)") for j in layout.split))
     model_idx = list(other_idx) + [layout.offset(j) for j in layout.split]
-    rich = spec.rich and public is not None and bool(group_idx)  # groups drawn by raking, rich budget
-    n = base_size(model.total, rich=rich) if spec.per_row is None else \
-        base_size(model.total, rich=True, per_row=spec.per_row)
+    n = base_size(model.total, per_row=spec.per_row)
     # kept as compact_codes gives them: GUM moves them, and the rounds count them, in that layout
     model.records = compact_codes(start_records(public, model_idx, model.global_targets(), n, layout.model_sizes,
                                                 ctx.rng), layout.model_sizes)
@@ -476,7 +467,7 @@ def measure_adaptively(private: PrivateTable, public_codes: np.ndarray | None, c
     else:
         log.info("adaptive: rounds start from %d marginals measured before, at rho %.3g each", len(earlier),
                  rho_round)
-    max_entropy = spec.max_entropy and not model.from_public and not model.boxes
+    max_entropy = spec.rounds.max_entropy and not model.from_public and not model.boxes
     chosen = _rounds(private, ctx, model, other_idx,
                      RoundBudget(spec.max_cells, rho_round * picks, picks, model_idx if max_entropy else None))
     log.info("adaptive: the rounds measured %d marginals: %s", len(chosen), ", ".join(chosen) or "none")

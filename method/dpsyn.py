@@ -45,7 +45,7 @@ from dpsyn.method.group_columns import measure_group_columns
 from dpsyn.method.groups import (GUM_MOVES, OWN_RAKE, OWN_REWRITE, RAKE, REWRITE, GroupFit, GroupTargets, assigned_rows, base_size, group_sizes, own_pools, smoothed_counts, start_records, synthesize_groups)
 from dpsyn.method.adaptive import RoundsSpec, measure_adaptively
 from dpsyn.method.planner import (ADAPTIVE, ALL, AUTO, MARGINAL_CHOICES, ONE_WAY, PLANNERS, PUBLIC, REGIMES, SELECT,
-                                  TWO_WAY, TableShape, make_plan, needs_total, total_share)
+                                  TWO_WAY, Rounds, TableShape, make_plan, needs_total, total_share)
 from dpsyn.method.selection import allocate, greedy_pairs
 
 log = logging.getLogger(__name__)
@@ -95,15 +95,13 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
         group_cells = tuple(domain.size(ctx.group_columns) * domain.sizes[j] for j in other_idx) if group_idx else ()
         shape = TableShape(bool(group_idx), public_codes is not None, len(other_idx), pair_cells, group_cells,
                            domain.size(ctx.group_columns) if group_idx else 1,
-                           sum(domain.sizes[j] > 1 for j in other_idx))
+                           sum(domain.sizes[j] > 1 for j in other_idx), len(group_idx))
         plan = make_plan(eps, theta, noisy_total, shape, options.regime, rho if options.planner == AUTO else None)
         log.info("dpsyn eps=%g: %s", eps, plan.describe(rho))
         base: np.ndarray | None = None
-        joint = False
-        if plan.regime == ADAPTIVE:
-            spec = RoundsSpec(plan.group_share * rho, options.max_cells, earlier=tuple(targets),
-                              few_rounds=plan.few_rounds, one_way_rounds=plan.one_way_rounds, rich=plan.rich,
-                              many_rounds=plan.many_rounds, max_entropy=_max_entropy(plan, public_codes, group_idx))
+        if plan.rounds is not None:  # the adaptive regime
+            spec = RoundsSpec(plan.group_share * rho, options.max_cells, earlier=tuple(targets), rounds=plan.rounds,
+                              per_row=plan.base_per_row)
             model = measure_adaptively(private, public_codes, ctx, group_idx, other_idx, spec)
             by_cols, total, base = model.domain_marginals(), model.total, model.domain_records()
         else:
@@ -113,21 +111,15 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
                                          f"group counts ({label})")
                 counts = smoothed_counts(groups.noisy, groups.sigma, ctx.group_columns)
                 targets.append(Target(tuple(group_idx), counts, groups.sigma))
-            joint = (plan.regime == TWO_WAY and options.planner == AUTO and bool(group_idx) and public_codes is None
-                     and domain.size(ctx.group_columns) <= T.dpsyn_joint_groups
-                     and noisy_total is not None and T.dpsyn_joint_base_per_row * noisy_total <= T.groups_rich_base_records)
-            triples = math.comb(len(other_idx) + len(group_idx), 3)  # none: the rounds would find nothing new
-            rounds = joint and 0 < triples * T.dpsyn_joint_base_per_row * noisy_total <= T.dpsyn_triple_work
             # the joint base's rounds get dpsyn_triple_share of the marginals' rho: what _targets leaves
             targets += _targets(private, public_codes, ctx, options, plan,
-                                rho * (1 - T.dpsyn_triple_share) if rounds else rho, targets)
-            if joint:  # the group columns in the base, with everything measured so far, then the rounds
+                                rho * (1 - T.dpsyn_triple_share) if plan.joint_rounds else rho, targets)
+            if plan.joint:  # the group columns in the base, with everything measured so far, then the rounds
                 log.info("dpsyn: few groups: the group columns are fitted in the base with the other columns, %s"
                          "and each group is drawn from its own records",
-                         "rounds measure what it gets most wrong, " if rounds else "")
-                spec = RoundsSpec(0.0, options.max_cells, earlier=tuple(targets), one_way_rounds=0,
-                                  per_row=T.dpsyn_joint_base_per_row, rounds=T.dpsyn_triple_rounds,
-                                  picks=T.dpsyn_triple_picks)
+                         "rounds measure what it gets most wrong, " if plan.joint_rounds else "")
+                spec = RoundsSpec(0.0, options.max_cells, earlier=tuple(targets), rounds=Rounds(one_way=0),
+                                  per_row=plan.base_per_row, picks=T.dpsyn_triple_picks, count=T.dpsyn_triple_rounds)
                 model = measure_adaptively(private, None, ctx, [], other_idx + group_idx, spec)
                 by_cols, total, base = model.domain_marginals(), model.total, model.domain_records()
 
@@ -150,7 +142,7 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
         else:
             per_group_1way = {c[-1]: v.reshape(-1, sizes[c[-1]]) for c, v in by_cols.items()
                               if group_idx and len(c) == len(group_idx) + 1 and list(c[:-1]) == group_idx}
-        if joint:  # each group drawn from its own base records
+        if plan.joint:  # each group drawn from its own base records
             assert base is not None, "the joint base is fitted first"
             codes = synthesize_groups(base, per_group, group_idx, GroupTargets(global_targets, per_group_1way),
                                       sizes, ctx.rng, GroupFit(OWN_RAKE, ctx.jobs, boxes=ctx.boxes,
@@ -158,9 +150,8 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
                                                                run=ctx.run_tasks))
             return SynthesisResult(codes)
         if base is None:
-            rich = public_codes is not None and bool(group_idx) and plan.regime == TWO_WAY  # groups drawn by raking
-            start = start_records(public_codes, other_idx, global_targets, base_size(total, rich=rich), sizes,
-                                  ctx.rng)
+            n = base_size(total, per_row=plan.base_per_row)
+            start = start_records(public_codes, other_idx, global_targets, n, sizes, ctx.rng)
             base = gum(start, sizes, global_targets, ctx.rng, boxes=ctx.boxes)
         own_only = plan.regime == ADAPTIVE or (options.planner == AUTO and bool(group_idx))
         fit = GUM_MOVES if not own_only else RAKE if public_codes is not None else REWRITE
@@ -177,15 +168,6 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
                                                     boxes=ctx.boxes, own_targets_only=own_only, pieces=pieces,
                                                     run=ctx.run_tasks))
     return SynthesisResult(codes)
-
-
-def _max_entropy(plan, public_codes, group_idx) -> bool:
-    """Whether the adaptive regime draws its final records from the maximum-entropy estimate (method/adaptive.py
-    step 4) rather than GUM's: without public records, where there are groups or the planner finds the pairs
-    noisy (and there are no edit rules: method/adaptive.py); without groups on an affordable budget GUM's
-    records measured better (docs/methods.md).  From public records, GUM's moves keep the public records'
-    structure."""
-    return public_codes is None and (bool(group_idx) or plan.many_rounds)
 
 
 def _global_targets(by_cols: dict, group_idx, other_idx) -> list[Target]:

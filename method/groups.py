@@ -42,13 +42,12 @@ GROUP_GUM = GumOptions(iterations=4, alpha=0.5, decay=0.8)
 GROUP_REWRITE = GumOptions(iterations=4, alpha=0.5, decay=0.8, duplicate_share=0.0)
 
 
-def base_size(total: float, most: int | None = None, rich: bool = False, per_row: int | None = None) -> int:
+def base_size(total: float, most: int | None = None, per_row: int | None = None) -> int:
     """Records in a base set for a table of about ``total`` rows: at most ``most`` (default
-    groups_base_records), at least 1,000; where ``rich``, ``per_row`` (default groups_rich_base_per_row)
-    a row when that is at most groups_rich_base_records."""
+    groups_base_records), at least 1,000; ``per_row`` records a row (the plan's ``base_per_row``) when that is
+    at most groups_rich_base_records."""
     most = T.groups_base_records if most is None else most
-    per_row = T.groups_rich_base_per_row if per_row is None else per_row
-    if rich and per_row * total <= T.groups_rich_base_records:
+    if per_row is not None and per_row * total <= T.groups_rich_base_records:
         return int(max(per_row * total, 1000))
     return int(min(most, max(total, 1000)))
 

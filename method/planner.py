@@ -36,6 +36,7 @@ marginal share goes to the group counts.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -64,19 +65,48 @@ class WriteUpThresholds:
 
 
 @dataclass(frozen=True)
+class Rounds:
+    """How the adaptive rounds (method/adaptive.py) spend the marginals' share; ``adaptive_rounds`` picks it and
+    the method decides nothing more.  ``per_column``: the first round's rho is the rounds' budget over this many
+    rounds per column; ``one_way``: the 1-way marginals' rho, in rounds' rho each; ``coarse_reads``: a column an
+    edit rule reads is split like the others and a numeric column with a null token is split at it, so that rounds
+    may read them coarsely (the pairs are mostly noise); ``max_entropy``: the final records are drawn from the
+    maximum-entropy fit (no public records); ``group_keep``: the share of the write-up's group-count budget the
+    group counts keep, the rest going to the rounds; ``base_per_row``: base records a row of the noisy total
+    (None: groups.py's default size)."""
+
+    per_column: int = T.adaptive_rounds_per_column
+    one_way: int = 1
+    coarse_reads: bool = False
+    max_entropy: bool = False
+    group_keep: float = 1.0
+    base_per_row: int | None = None
+
+    def describe(self) -> str:
+        """The rounds' numbers in words, for the plan's log line."""
+        out = f" ({self.per_column} rounds a column to start"
+        if self.one_way > 1:
+            out += f", 1-way marginals at {self.one_way} rounds' rho each"
+        if self.coarse_reads:
+            out += ", coarse reads of rule columns and null tokens"
+        return out + (", records from the maximum-entropy fit)" if self.max_entropy else ")")
+
+
+@dataclass(frozen=True)
 class RegimePlan:
-    """The method's regime and the fraction of the run's rho for each step (fractions sum to 1); the run's
-    budget plan is lib/privacy/plan.py's ``Plan``."""
+    """The method's regime and the fraction of the run's rho for each step (fractions sum to 1), with every choice
+    the method makes from public facts (``make_plan`` says which); the run's budget plan is lib/privacy/plan.py's
+    ``Plan``."""
 
     regime: str
     total_share: float
     group_share: float
     marginal_share: float
-    few_rounds: bool = False  # adaptive where every pair would be cheap to measure: fewer, larger rounds
-    rich: bool = False  # adaptive, rounds not few, pairs' noise below planner_rich_pair_noise
-    one_way_rounds: int = 1  # adaptive: the 1-way marginals' rho, in rounds' rho each
+    rounds: Rounds | None = None  # adaptive regime: how the rounds spend the marginals' share
+    base_per_row: int | None = None  # base records a row of the noisy total (None: groups.py's default size)
+    joint: bool = False  # two-way, few groups, no public file: the group columns fitted in one shared base
+    joint_rounds: bool = False  # and dpsyn_triple_share of the marginals' rho on rounds of 3-way marginals
     group_column_share: float = 0.0  # public regime: group × column marginals of chosen columns
-    many_rounds: bool = False  # adaptive, pairs noisy, no public records: more, smaller rounds
     pair_share: float = 0.0  # public regime: pairs of columns chosen for their dependence
 
     def describe(self, rho: float) -> str:
@@ -88,10 +118,7 @@ class RegimePlan:
                  f"{self.group_column_share:.1%}" if self.group_column_share else "",
                  f"pairs of columns that depart most from independence {self.pair_share:.1%}"
                  if self.pair_share else ""]
-        rounds = " (few rounds: every pair would be cheap to measure)" if self.few_rounds else \
-            " (many rounds: pairs are noisy and there are no public records)" if self.many_rounds else ""
-        if self.one_way_rounds > 1:
-            rounds += f" (1-way marginals at {self.one_way_rounds} rounds' rho each)"
+        rounds = self.rounds.describe() if self.rounds is not None else ""
         return f"regime {self.regime}{rounds}; rho {rho:.4g} split: " + ", ".join(p for p in parts if p)
 
 
@@ -135,8 +162,8 @@ def pair_noise(rho: float, theta: int, noisy_total: float, pair_cells: tuple[int
 class TableShape:
     """The public facts of a run's table that the planner reads: whether it has group columns and a public
     file, how many non-group columns it has (``varying``: how many of them have two or more codes; None: all),
-    the cells of every pair of them (``pair_cells``), of every group × column marginal (``group_cells``), and
-    how many groups there are."""
+    the cells of every pair of them (``pair_cells``), of every group × column marginal (``group_cells``),
+    how many groups there are and how many group columns."""
 
     has_groups: bool
     has_public: bool
@@ -145,11 +172,43 @@ class TableShape:
     group_cells: tuple[int, ...] = ()
     n_groups: int = 1
     varying: int | None = None
+    group_columns: int = 0
+
+
+def adaptive_rounds(noise: float, pairs: float, has_public: bool, has_groups: bool) -> Rounds:
+    """The adaptive rounds for a run whose every pair (and group × column marginal) would carry expected L1 noise
+    ``noise`` over the rows if all were measured (``pair_noise``; ``pairs``: the pairs' alone).  Three tiers:
+
+    * every pair cheap (``noise`` below planner_two_way_noise): adaptive_few_rounds_per_column, larger rounds;
+    * the pairs worth their noise (``pairs`` below planner_rich_pair_noise): adaptive_rounds_per_column, the
+      1-way marginals at two rounds' rho, and where groups are raked from public records groups_rich_base_per_row
+      base records a row;
+    * pairs mostly noise: the group counts keep planner_poor_group_share of their share; from public records
+      adaptive_rounds_per_column, else adaptive_many_rounds_per_column smaller rounds with coarse reads, the
+      1-way marginals at planner_poor_one_way_rounds rounds' rho (planner_poor_grouped_one_way_rounds with groups).
+
+    Without public records, the final records come from the maximum-entropy fit where there are groups or the
+    pairs are mostly noise (without groups on an affordable budget GUM's records measured better,
+    docs/methods.md; from public records GUM's moves keep their structure)."""
+    if noise < T.planner_two_way_noise:
+        rounds = Rounds(T.adaptive_few_rounds_per_column)
+    elif pairs < T.planner_rich_pair_noise:
+        rounds = Rounds(one_way=2, base_per_row=T.groups_rich_base_per_row if has_public and has_groups else None)
+    elif has_public:
+        rounds = Rounds(group_keep=T.planner_poor_group_share)
+    else:
+        rounds = Rounds(T.adaptive_many_rounds_per_column, T.planner_poor_grouped_one_way_rounds if has_groups else
+                        T.planner_poor_one_way_rounds, coarse_reads=True, group_keep=T.planner_poor_group_share)
+    return _with_max_entropy(rounds, has_public, has_groups)
+
+
+def _with_max_entropy(rounds: Rounds, has_public: bool, has_groups: bool) -> Rounds:
+    return dataclasses.replace(rounds, max_entropy=not has_public and (has_groups or rounds.coarse_reads))
 
 
 def make_plan(epsilon: float, theta: int, noisy_total: float | None, shape: TableShape, forced: str | None = None,
               rho: float | None = None) -> RegimePlan:
-    """The regime choice and shares for one run; ``forced`` overrides the regime.
+    """The regime choice, shares and the method's other choices for one run; ``forced`` overrides the regime.
 
     ``noisy_total`` is given exactly when ``needs_total`` says so (bought with ``total_share``).
     ``shape.columns``: how many non-group columns there are; with none, the marginal share goes
@@ -158,25 +217,26 @@ def make_plan(epsilon: float, theta: int, noisy_total: float | None, shape: Tabl
     pair decides: two-way when its noise (``pair_noise``) is below planner_two_way_noise (without public
     records planner_two_way_noise_from_draws), and so is that of the group × column marginals (cells
     ``group_cells``) where there are groups, and there are groups or public records; else the adaptive
-    rounds, which measure only the marginals worth their noise (``few_rounds`` where that noise is below planner_two_way_noise; 1-way
-    marginals at two rounds' rho each, ``one_way_rounds``, where the pairs' noise is below
-    planner_rich_pair_noise, ``rich``, and without public records at planner_poor_one_way_rounds rounds' rho above it
-    (planner_poor_grouped_one_way_rounds with groups),
-    where the rounds are not few; there the group counts keep planner_poor_group_share of the write-up's
-    group-count share, the rest going to the rounds, and without public records the rounds are
-    ``many_rounds``, method/adaptive.py adaptive_many_rounds_per_column).  In the public regime with groups but no public
+    rounds, which measure only the marginals worth their noise, as ``adaptive_rounds`` says from that noise
+    (a forced adaptive regime: ``Rounds``' defaults).  In the public regime with groups but no public
     file, given ``rho`` (the auto planner) and a noisy total, planner_group_column_share of the group counts'
     share goes to ``group_column_share`` (method/group_columns.py) where the group counts' noise sd
     after that cut stays within planner_group_count_noise of the mean size of the ``n_groups`` groups and some
     column has two or more codes (``shape.varying``: one of one value cannot differ between groups); then, with two or
     more such columns, planner_pair_share of what they keep goes to ``pair_share`` (method/dependent_pairs.py).
+    In the two-way regime under the auto planner with groups, no public file, at most dpsyn_joint_groups groups
+    and dpsyn_joint_base_per_row base records a row within groups_rich_base_records, the group columns are
+    fitted in one shared base (``joint``), and where its 3-way candidates times base records stay within
+    dpsyn_triple_work, rounds of them follow (``joint_rounds``).  ``base_per_row``: dpsyn_joint_base_per_row
+    for that base; groups_rich_base_per_row where groups are raked from public records in the two-way regime;
+    the rounds' in the adaptive one; else None.
     """
     has_groups, has_public, columns = shape.has_groups, shape.has_public, shape.columns
     pair_cells, group_cells, n_groups = shape.pair_cells, shape.group_cells, shape.n_groups
     varying = columns if shape.varying is None else shape.varying
     t = WriteUpThresholds.for_theta(theta)
-    total_eps, tau1, tau2, one_way_rounds = 0.0, 0.0, 0.0, 1
-    few_rounds = rich = poor = many_rounds = False
+    total_eps, tau1, tau2 = 0.0, 0.0, 0.0
+    rounds: Rounds | None = None
     if noisy_total is not None:
         total_eps = total_share(epsilon, theta, has_groups, rho) * epsilon
         tau1 = 1500 * theta / max(noisy_total, 1.0)
@@ -198,22 +258,20 @@ def make_plan(epsilon: float, theta: int, noisy_total: float | None, shape: Tabl
             noise = max(pairs, groups)
             cheap = noise < (T.planner_two_way_noise if has_public else T.planner_two_way_noise_from_draws)
             regime = TWO_WAY if cheap and (has_groups or has_public) else ADAPTIVE
-            few_rounds = regime == ADAPTIVE and noise < T.planner_two_way_noise
-            rich = regime == ADAPTIVE and not few_rounds and pairs < T.planner_rich_pair_noise
-            poor = regime == ADAPTIVE and not few_rounds and not rich
-            many_rounds = poor and not has_public
-            if regime == ADAPTIVE and not few_rounds:
-                one_way_rounds = 2 if rich else 1 if has_public else \
-                    T.planner_poor_grouped_one_way_rounds if has_groups else T.planner_poor_one_way_rounds
+            if regime == ADAPTIVE:
+                rounds = adaptive_rounds(noise, pairs, has_public, has_groups)
     else:
         regime = written = forced
+    if regime == ADAPTIVE and rounds is None:
+        rounds = _with_max_entropy(Rounds(), has_public, has_groups)
     rest = epsilon - total_eps
     if regime == PUBLIC:
         group_eps = rest
     else:
         tau = tau1 if written == ONE_WAY else tau2  # forced adaptive: the two-way share
         x = max(0.0, epsilon - t.eps0 - t.eps1 - tau)
-        group_eps = min(t.eps3, t.eps1 + x / 2, rest / 2) * (T.planner_poor_group_share if poor and columns else 1.0)
+        keep = rounds.group_keep if rounds is not None and columns else 1.0
+        group_eps = min(t.eps3, t.eps1 + x / 2, rest / 2) * keep
     marginal_eps = rest - group_eps
     if regime == PUBLIC and not has_public:
         marginal_eps = group_eps / 2
@@ -233,5 +291,12 @@ def make_plan(epsilon: float, theta: int, noisy_total: float | None, shape: Tabl
             if varying > 1:
                 pair_eps = T.planner_pair_share * group_eps
                 group_eps -= pair_eps
-    return RegimePlan(regime, total_eps / epsilon, group_eps / epsilon, marginal_eps / epsilon, few_rounds, rich,
-                one_way_rounds, group_column_eps / epsilon, many_rounds, pair_eps / epsilon)
+    joint = (regime == TWO_WAY and rho is not None and has_groups and not has_public and n_groups <= T.dpsyn_joint_groups
+             and noisy_total is not None and T.dpsyn_joint_base_per_row * noisy_total <= T.groups_rich_base_records)
+    triples = math.comb(columns + shape.group_columns, 3)  # none: the rounds would find nothing new
+    joint_rounds = joint and 0 < triples * T.dpsyn_joint_base_per_row * (noisy_total or 0.0) <= T.dpsyn_triple_work
+    base_per_row = T.dpsyn_joint_base_per_row if joint else \
+        T.groups_rich_base_per_row if regime == TWO_WAY and has_public and has_groups else \
+        rounds.base_per_row if rounds is not None else None
+    return RegimePlan(regime, total_eps / epsilon, group_eps / epsilon, marginal_eps / epsilon, rounds, base_per_row,
+                      joint, joint_rounds, group_column_eps / epsilon, pair_eps / epsilon)

@@ -1,5 +1,6 @@
 """Helpers the tests share (import them by name: pytest puts tests/ on the path): the fixtures folder, the
-Sprint-2 parameters, a parameters writer and a way to run a method as a release does."""
+Sprint-2 parameters, a parameters writer, a way to run a method as a release does and a way to give dpsyn's plan
+other adaptive rounds."""
 import json
 from pathlib import Path
 
@@ -33,6 +34,27 @@ def run_method(method: str, encoder, codes, theta: int = 1, epsilon: float = 1.0
                                                                                   tuple(groups)),
                          np.random.SeedSequence(seed).spawn(4))
     return out.result.codes, out.ledger
+
+
+def with_rounds(monkeypatch, **changes) -> None:
+    """Gives dpsyn's plan adaptive rounds with ``changes`` (method/planner.py ``Rounds`` fields), as a plan of
+    another tier would, on a table too small to reach it.  ``noisy_pairs()`` gives the tier where pairs are mostly
+    noise and there are no public records (its 1-way rho left as planned)."""
+    import dataclasses
+
+    import dpsyn.method.dpsyn as dpsyn
+    make = dpsyn.make_plan
+
+    def changed(*args, **kwargs):
+        plan = make(*args, **kwargs)
+        return dataclasses.replace(plan, rounds=dataclasses.replace(plan.rounds, **changes))
+    monkeypatch.setattr(dpsyn, "make_plan", changed)
+
+
+def noisy_pairs() -> dict:
+    """``with_rounds``' changes for the tier where pairs are mostly noise, without public records."""
+    from dpsyn.lib.tuning import T
+    return {"per_column": T.adaptive_many_rounds_per_column, "coarse_reads": True, "max_entropy": True}
 
 
 def worker_environ() -> tuple:

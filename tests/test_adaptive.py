@@ -16,7 +16,7 @@ from dpsyn.dataloader.schema import SchemaError, parse_schema
 from dpsyn.method.adaptive import Model
 from dpsyn.method.planner import ADAPTIVE, ONE_WAY, PUBLIC, TWO_WAY, TableShape, make_plan, pair_noise
 from dpsyn.method.split_columns import SplitColumns
-from helpers import run_method
+from helpers import noisy_pairs, run_method, with_rounds
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = parse_schema({"runs": [{"epsilon": 1, "delta": 1e-9, "max_records": 10_000, "max_records_per_individual": 1}],
@@ -54,16 +54,13 @@ def test_adaptive_rounds_spend_exactly_the_budget_and_record_every_choice(groups
     assert abs(len(out) - 4000) < 800
 
 
-@pytest.mark.parametrize("few_rounds, one_way_rounds", [(True, 1), (False, 2), (False, T.planner_poor_one_way_rounds)])
-def test_the_planners_round_choices_spend_exactly_the_budget(monkeypatch, few_rounds, one_way_rounds):
+@pytest.mark.parametrize("per_column, one_way_rounds", [(T.adaptive_few_rounds_per_column, 1),
+                                                       (T.adaptive_rounds_per_column, 2),
+                                                       (T.adaptive_rounds_per_column, T.planner_poor_one_way_rounds)])
+def test_the_planners_round_choices_spend_exactly_the_budget(monkeypatch, per_column, one_way_rounds):
     """The plan's fewer rounds and larger 1-way rho (method/planner.py) still spend the budget exactly,
     the 1-way marginals at one_way_rounds rounds' measuring rho each."""
-    import dataclasses
-
-    import dpsyn.method.dpsyn as dpsyn
-    make = dpsyn.make_plan
-    monkeypatch.setattr(dpsyn, "make_plan", lambda *a, **k: dataclasses.replace(
-        make(*a, **k), few_rounds=few_rounds, one_way_rounds=one_way_rounds))
+    with_rounds(monkeypatch, per_column=per_column, one_way=one_way_rounds)
     out, ledger = run_method("dpsyn", Encoder.fit(SCHEMA), correlated(), epsilon=3.0, seed=2, regime="adaptive")
     assert sum(c.rho for c in ledger.charges) == pytest.approx(ledger.budget, rel=1e-9)
     one_way = [c.rho for c in ledger.charges if c.step.startswith("1-way marginal")]
@@ -74,15 +71,11 @@ def test_the_planners_round_choices_spend_exactly_the_budget(monkeypatch, few_ro
 
 
 def test_many_rounds_start_smaller_and_still_spend_exactly_the_budget(monkeypatch):
-    """``many_rounds``: the first round's rho is the budget over T.adaptive_many_rounds_per_column rounds a column
-    instead of T.adaptive_rounds_per_column, and the ledger still sums to the budget."""
-    import dataclasses
-
-    import dpsyn.method.dpsyn as dpsyn
-    make = dpsyn.make_plan
+    """Where pairs are noisy, the first round's rho is the budget over T.adaptive_many_rounds_per_column rounds a
+    column instead of T.adaptive_rounds_per_column, and the ledger still sums to the budget."""
     first_choice = {}
     for many in (False, True):
-        monkeypatch.setattr(dpsyn, "make_plan", lambda *a, **k: dataclasses.replace(make(*a, **k), many_rounds=many))
+        with_rounds(monkeypatch, **(noisy_pairs() if many else {}))
         _, ledger = run_method("dpsyn", Encoder.fit(SCHEMA), correlated(), epsilon=3.0, seed=2, regime="adaptive")
         assert sum(c.rho for c in ledger.charges) == pytest.approx(ledger.budget, rel=1e-9)
         first_choice[many] = next(c.rho for c in ledger.charges if c.mechanism.startswith("exponential mechanism"))
@@ -91,15 +84,12 @@ def test_many_rounds_start_smaller_and_still_spend_exactly_the_budget(monkeypatc
 
 def test_records_drawn_from_the_maximum_entropy_estimate_spend_the_budget_and_keep_the_dependence(monkeypatch,
                                                                                                   caplog):
-    """Without groups or public records, where the plan finds the pairs noisy (``many_rounds``), the final
-    records come from the maximum-entropy estimate (method/dpsyn.py ``_max_entropy``): post-processing, so
-    the ledger still sums to the budget; the records stay in the domain and keep Y as X's parity."""
-    import dataclasses
+    """Without groups or public records, where the plan finds the pairs noisy, the final records come from the
+    maximum-entropy estimate (method/planner.py ``adaptive_rounds``): post-processing, so the ledger still sums to
+    the budget; the records stay in the domain and keep Y as X's parity."""
     import logging
 
-    import dpsyn.method.dpsyn as dpsyn
-    make = dpsyn.make_plan
-    monkeypatch.setattr(dpsyn, "make_plan", lambda *a, **k: dataclasses.replace(make(*a, **k), many_rounds=True))
+    with_rounds(monkeypatch, **noisy_pairs())
     encoder = Encoder.fit(SCHEMA)
     with caplog.at_level(logging.INFO, logger="dpsyn.method.adaptive"):
         out, ledger = run_method("dpsyn", encoder, correlated(), epsilon=3.0, seed=5, regime="adaptive")
@@ -147,14 +137,14 @@ def test_the_planner_measures_every_pair_only_when_that_is_cheap():
     assert make_plan(5.0, 1, rows, TableShape(True, False, pair_cells=cells), rho=0.001).regime == ADAPTIVE
     # with neither groups nor a public file, cheap pairs go to few adaptive rounds, which may measure beyond pairs
     plan = make_plan(5.0, 1, rows, TableShape(False, False, pair_cells=cells), rho=10.0)
-    assert (plan.regime, plan.few_rounds) == (ADAPTIVE, True)
+    assert (plan.regime, plan.rounds.per_column) == (ADAPTIVE, T.adaptive_few_rounds_per_column)
     assert make_plan(5.0, 1, rows, TableShape(False, False)).regime == TWO_WAY  # the write-up alone
     assert make_plan(1.0, 1, rows, TableShape(False, False)).regime == ONE_WAY
     assert make_plan(1.0, 1, rows, TableShape(False, False, pair_cells=cells), rho=0.001).regime == ADAPTIVE
     # where the write-up keeps to public marginals, so does the planner
     assert make_plan(0.01, 1, rows, TableShape(True, True, pair_cells=cells), rho=0.001).regime == PUBLIC
     plan = make_plan(5.0, 1, rows, TableShape(True, False, pair_cells=cells), rho=0.03)  # pair noise about 1: rich
-    assert (plan.regime, plan.rich) == (ADAPTIVE, True)
+    assert (plan.regime, plan.rounds.one_way) == (ADAPTIVE, 2)  # the pairs worth their noise
     assert plan.group_share == make_plan(5.0, 1, rows, TableShape(True, False), TWO_WAY).group_share
 
 
@@ -164,21 +154,22 @@ def test_without_public_records_pairs_of_middling_noise_go_to_fewer_adaptive_rou
     assert T.planner_two_way_noise_from_draws < pair_noise(rho, 1, rows, cells) < T.planner_two_way_noise
     with_public = make_plan(5.0, 1, rows, TableShape(False, True, pair_cells=cells), rho=rho)
     from_draws = make_plan(5.0, 1, rows, TableShape(False, False, pair_cells=cells), rho=rho)
-    assert (with_public.regime, with_public.few_rounds) == (TWO_WAY, False)
-    assert (from_draws.regime, from_draws.few_rounds) == (ADAPTIVE, True)
-    assert "few rounds" in from_draws.describe(rho)
-    assert from_draws.one_way_rounds == 1  # few rounds: none taken from them for the 1-ways
+    assert (with_public.regime, with_public.rounds) == (TWO_WAY, None)
+    assert (from_draws.regime, from_draws.rounds.per_column) == (ADAPTIVE, T.adaptive_few_rounds_per_column)
+    assert f"{T.adaptive_few_rounds_per_column} rounds a column" in from_draws.describe(rho)
+    assert from_draws.rounds.one_way == 1  # few rounds: none taken from them for the 1-ways
     dear = make_plan(5.0, 1, rows, TableShape(False, False, pair_cells=cells), rho=0.001)
-    assert (dear.regime, dear.few_rounds, dear.rich, dear.one_way_rounds) == (ADAPTIVE, False, False,
-                                                                               T.planner_poor_one_way_rounds)
-    assert make_plan(5.0, 1, rows, TableShape(False, True, pair_cells=cells), rho=0.001).one_way_rounds == 1  # public file
+    assert (dear.regime, dear.rounds.per_column, dear.rounds.one_way) == (ADAPTIVE, T.adaptive_many_rounds_per_column,
+                                                                          T.planner_poor_one_way_rounds)
+    assert make_plan(5.0, 1, rows, TableShape(False, True, pair_cells=cells), rho=0.001).rounds.one_way == 1  # public file
     grouped = make_plan(5.0, 1, rows, TableShape(True, False, pair_cells=cells, group_cells=cells, n_groups=4), rho=0.001)
-    assert (grouped.regime, grouped.one_way_rounds) == (ADAPTIVE, T.planner_poor_grouped_one_way_rounds)
+    assert (grouped.regime, grouped.rounds.one_way) == (ADAPTIVE, T.planner_poor_grouped_one_way_rounds)
     rich = make_plan(5.0, 1, rows, TableShape(False, False, pair_cells=cells), rho=0.03)  # pair noise about 1
     assert T.planner_two_way_noise < pair_noise(0.03, 1, rows, cells) < T.planner_rich_pair_noise
-    assert (rich.regime, rich.few_rounds, rich.rich, rich.one_way_rounds) == (ADAPTIVE, False, True, 2)
-    assert not from_draws.rich
-    assert not make_plan(5.0, 1, rows, TableShape(False, False), ADAPTIVE).few_rounds  # forced: the usual rounds
+    assert (rich.regime, rich.rounds.per_column, rich.rounds.one_way) == (ADAPTIVE, T.adaptive_rounds_per_column, 2)
+    assert from_draws.rounds.one_way == 1
+    assert make_plan(5.0, 1, rows, TableShape(False, False), ADAPTIVE).rounds.per_column == T.adaptive_rounds_per_column
+    # forced: the usual rounds
 
 
 def test_the_model_counts_coarse_readings_of_split_columns_as_it_counts_one():
@@ -275,7 +266,7 @@ def test_a_numeric_distinct_column_on_the_command_line_exits_2_and_writes_nothin
 def test_the_adaptive_regime_keeps_the_group_share_of_the_regime_it_replaces():
     cells, rows = (400, 400, 400), 5000
     one_way = make_plan(1.0, 1, rows, TableShape(True, False, pair_cells=cells), rho=0.03)
-    assert (one_way.regime, one_way.rich) == (ADAPTIVE, True)
+    assert (one_way.regime, one_way.rounds.one_way) == (ADAPTIVE, 2)
     assert one_way.group_share == make_plan(1.0, 1, rows, TableShape(True, False)).group_share  # the write-up's one-way
 
 
@@ -285,13 +276,16 @@ def test_where_pairs_are_noisy_the_group_counts_keep_part_of_their_share(has_pub
     to the rounds; the shares still sum to the whole budget."""
     cells, rows = (400, 400, 400), 5000
     poor = make_plan(1.0, 1, rows, TableShape(True, has_public, pair_cells=cells), rho=0.001)
-    assert (poor.regime, poor.few_rounds, poor.rich) == (ADAPTIVE, False, False)
+    assert (poor.regime, poor.rounds.group_keep) == (ADAPTIVE, T.planner_poor_group_share)
     written = make_plan(1.0, 1, rows, TableShape(True, has_public))
     assert poor.group_share == pytest.approx(T.planner_poor_group_share * written.group_share, rel=1e-12)
     assert poor.total_share + poor.group_share + poor.marginal_share == pytest.approx(1.0, rel=1e-12)
-    assert poor.many_rounds == (not has_public)  # more, smaller rounds only from independent draws
-    assert make_plan(1.0, 1, rows, TableShape(False, has_public, pair_cells=cells), rho=0.001).many_rounds == (not has_public)
-    assert not make_plan(1.0, 1, rows, TableShape(True, has_public, pair_cells=cells), rho=0.03).many_rounds  # rich
+    many = T.adaptive_many_rounds_per_column
+    assert (poor.rounds.per_column == many) == (not has_public)  # more, smaller rounds only from independent draws
+    assert poor.rounds.coarse_reads == (not has_public)
+    ungrouped = make_plan(1.0, 1, rows, TableShape(False, has_public, pair_cells=cells), rho=0.001)
+    assert (ungrouped.rounds.per_column == many) == (not has_public)
+    assert make_plan(1.0, 1, rows, TableShape(True, has_public, pair_cells=cells), rho=0.03).rounds.per_column != many  # rich
 
 
 def test_the_model_answers_marginals_by_some_of_the_group_columns():

@@ -8,9 +8,8 @@ import pytest
 
 from dpsyn import main
 from dpsyn.lib.tuning import T
-from dpsyn.method import dpsyn as dpsyn_method
-from dpsyn.method.planner import ADAPTIVE, RegimePlan
-from helpers import write_params
+from dpsyn.method.planner import ADAPTIVE, TableShape, adaptive_rounds, make_plan
+from helpers import with_rounds, write_params
 
 
 def release(tmp_path, schema, private: pd.DataFrame, *args, public: pd.DataFrame | None = None, eps=10.0,
@@ -124,8 +123,8 @@ def test_groups_without_public_records_keep_pairs_with_a_column_that_differs_bet
     with two jobs."""
     monkeypatch.setattr(T, "dpsyn_joint_groups", joint_groups)
     monkeypatch.setattr(T, "groups_assign_cells", assign_cells)
-    if not max_entropy:  # GUM's records instead of the maximum-entropy fit's
-        monkeypatch.setattr(dpsyn_method, "_max_entropy", lambda *args: False)
+    if regime == "adaptive" and not max_entropy:  # GUM's records instead of the maximum-entropy fit's
+        with_rounds(monkeypatch, max_entropy=False)
     schema = {"G": {"dtype": "str", "values": ["a", "b", "c"]}, "X": {"dtype": "int", "values": [0, 1, 2]},
               "Y": {"dtype": "int", "values": [0, 1, 2]}, "Z": {"dtype": "int", "values": [0, 1]}}
     rng = np.random.default_rng(0)
@@ -171,11 +170,12 @@ def test_few_groups_two_way_rounds_measure_the_triple_the_pairs_miss(tmp_path, c
     assert ledger["rho_spent"] == pytest.approx(ledger["rho_budget"], rel=1e-12)
 
 
-@pytest.mark.parametrize("public, groups, many_rounds, expected", [
+@pytest.mark.parametrize("public, groups, noisy, expected", [
     (False, True, False, True), (False, True, True, True), (False, False, True, True), (False, False, False, False),
     (True, True, False, False), (True, False, True, False)])
 def test_the_final_records_come_from_the_maximum_entropy_fit_without_public_records_where_groups_or_noisy_pairs(
-        public, groups, many_rounds, expected):
-    plan = RegimePlan(ADAPTIVE, 0.0, 0.1, 0.9, many_rounds=many_rounds)
-    codes = np.zeros((3, 2), dtype=np.int32) if public else None
-    assert dpsyn_method._max_entropy(plan, codes, [0] if groups else []) is expected
+        public, groups, noisy, expected):
+    noise = 10 * T.planner_rich_pair_noise if noisy else T.planner_two_way_noise  # pairs mostly noise, or worth it
+    assert adaptive_rounds(noise, noise, public, groups).max_entropy is expected
+    forced = make_plan(1.0, 1, 5000.0, TableShape(groups, public, pair_cells=(4,)), ADAPTIVE, rho=1.0)
+    assert forced.rounds is not None and forced.rounds.max_entropy is (not public and groups)

@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 from dpsyn.lib.estimation.measurement import Target
+from dpsyn.lib.tuning import T
 from dpsyn.method.groups import (GUM_MOVES, OWN_RAKE, OWN_REWRITE, RAKE, REWRITE, GroupFit, GroupTargets, assigned_rows, base_size, draw_rows,
                                  own_pools, partition_rows, synthesize_groups)
 
@@ -23,9 +24,9 @@ def test_a_table_below_the_base_cap_gets_one_base_record_per_row():
 
 
 def test_a_rich_base_has_four_records_a_row_only_where_that_stays_small():
-    assert base_size(54_301.2, rich=True) == 217_204
-    assert base_size(100_000.0, rich=True) == 100_000  # 400,000 would slow every round: one a row
-    assert base_size(12.0, rich=True) == 1_000
+    assert base_size(54_301.2, per_row=T.groups_rich_base_per_row) == 217_204
+    assert base_size(100_000.0, per_row=T.groups_rich_base_per_row) == 100_000  # 400,000 would slow every round: one a row
+    assert base_size(12.0, per_row=T.groups_rich_base_per_row) == 1_000
 
 
 @pytest.mark.parametrize("available, counts", [(12, [5, 4, 3]), (12, [5, 4, 0, 1]), (5, [4, 4, 4])])

@@ -30,6 +30,22 @@ def test_two_way_group_share_is_capped_by_eps3():
     assert plan.group_share == pytest.approx((1 / 25) / 10)  # y = min(eps3, eps1 + x/2) = eps3
 
 
+def test_the_plan_carries_the_shared_base_and_its_size():
+    """Two-way with few groups and no public file: one base for all groups, dpsyn_joint_base_per_row records a row,
+    rounds of 3-way marginals where they stay within dpsyn_triple_work; more groups or a public file: none (from
+    public records with groups, groups_rich_base_per_row a row)."""
+    from dpsyn.lib.tuning import T
+    shape = TableShape(True, False, 3, (4, 4, 4), (12, 12, 12), 3, 3, 1)
+    joint = make_plan(10.0, 1, 3000.0, shape, TWO_WAY, rho=1.0)
+    assert (joint.joint, joint.joint_rounds, joint.base_per_row) == (True, True, T.dpsyn_joint_base_per_row)
+    many = make_plan(10.0, 1, 3000.0, TableShape(True, False, 3, (4, 4, 4), (12, 12, 12), T.dpsyn_joint_groups + 1),
+                     TWO_WAY, rho=1.0)
+    assert (many.joint, many.base_per_row) == (False, None)
+    public = make_plan(10.0, 1, 3000.0, TableShape(True, True, 3, (4, 4, 4), (12, 12, 12), 3), TWO_WAY, rho=1.0)
+    assert (public.joint, public.base_per_row) == (False, T.groups_rich_base_per_row)
+    assert not make_plan(10.0, 1, 3000.0, shape, TWO_WAY).joint  # the write-up's planner: per-group refits only
+
+
 def test_without_public_file_or_groups_every_regime_still_measures_marginals():
     for regime in REGIMES:
         total = 1000.0 if needs_total(0.01, 1, True, regime) else None

@@ -14,7 +14,7 @@ from dpsyn.lib.records.marginals import coarse_matrix, count_marginal
 from dpsyn.lib.tuning import T
 from dpsyn.method.adaptive import Model, candidate_keys
 from dpsyn.method.split_columns import SplitColumns
-from helpers import run_method
+from helpers import noisy_pairs, run_method, with_rounds
 
 SIZES = (85, 3, 40, 99)  # columns 0, 2 and 3 are split (widths 10, 7 and 10); column 1 is not
 
@@ -166,14 +166,10 @@ def test_a_column_with_a_null_token_is_split_at_it_only_when_asked():
 
 def test_where_pairs_are_noisy_rounds_read_a_column_as_null_or_not_and_the_release_keeps_where_it_is_null(
         monkeypatch):
-    """K (20 bins and null) is null exactly where T is c.  With the plan's noisy pairs (``many_rounds``) K is
+    """K (20 bins and null) is null exactly where T is c.  With the plan's noisy pairs (coarse reads) K is
     split at its null token, a round measures K as null or not by T (4 cells against the exact pair's 63),
     and the release keeps K null where T is c."""
-    import dataclasses
-
-    import dpsyn.method.dpsyn as dpsyn
-    make = dpsyn.make_plan
-    monkeypatch.setattr(dpsyn, "make_plan", lambda *a, **k: dataclasses.replace(make(*a, **k), many_rounds=True))
+    with_rounds(monkeypatch, **noisy_pairs())
     schema = parse_schema({"runs": [{"epsilon": 0.5, "delta": 1e-9, "max_records": 10_000,
                                      "max_records_per_individual": 1}],
                            "schema": {"K": {"dtype": "int", "min": 0, "max": 19, "null": "N"},
@@ -213,18 +209,14 @@ def test_rules_boxes_over_the_split_layout_forbid_exactly_the_records_whose_deco
     assert not boxes.forbidden(split.decode(fixed)).any()
 
 
-@pytest.mark.parametrize("noisy_pairs", [False, True])
+@pytest.mark.parametrize("noisy", [False, True])
 def test_a_column_an_edit_rule_reads_is_read_coarsely_where_pairs_are_affordable_and_the_release_keeps_the_rule(
-        monkeypatch, noisy_pairs):
+        monkeypatch, noisy):
     """K (60 categories, so split in 8s) is v00 exactly where T is c, by a declared rule; otherwise its lower
     half goes with T = a.  Where the plan finds the pairs affordable the rounds read K coarsely by T; where it
-    finds them noisy (``many_rounds``) K stays whole.  Either way the release keeps the rule and the dependence."""
-    import dataclasses
-
-    import dpsyn.method.dpsyn as dpsyn
-    make = dpsyn.make_plan
-    monkeypatch.setattr(dpsyn, "make_plan",
-                        lambda *a, **k: dataclasses.replace(make(*a, **k), many_rounds=noisy_pairs))
+    finds them noisy (coarse reads) K stays whole.  Either way the release keeps the rule and the dependence."""
+    if noisy:
+        with_rounds(monkeypatch, **noisy_pairs())
     rng = np.random.default_rng(5)
     n = 4000
     t = rng.choice(["a", "b", "c"], n, p=[0.5, 0.3, 0.2])
@@ -236,7 +228,7 @@ def test_a_column_an_edit_rule_reads_is_read_coarsely_where_pairs_are_affordable
                          "C": {"dtype": "int", "values": [0, 1]}},
               "constraints": ["T = c <=> K = v00"]}
     (run,) = release(private, params, None, "dpsyn", {"regime": "adaptive"}, seed=2)
-    assert any("K (codes in 8s)" in c.step for c in run.ledger.charges) != noisy_pairs
+    assert any("K (codes in 8s)" in c.step for c in run.ledger.charges) != noisy
     assert sum(c.rho for c in run.ledger.charges) == pytest.approx(run.ledger.budget, rel=1e-9)
     table = run.table
     assert ((table["T"] == "c") == (table["K"] == "v00")).all()
