@@ -25,8 +25,10 @@ They are re-implemented here on mbi's API after those scripts, with their refere
   (bench/RESULTS.md).
 
 The models' marginals on candidate cliques (AIM's candidates, MST's pairs under the independent
-model) are computed in numpy (``_project``: mbi's ``model.project`` numbers to 1e-10), since mbi
-runs a new JAX program per projection.
+model) are computed in numpy (``_project``: mbi's ``model.project`` numbers to 1e-14 of the total), since mbi
+runs a new JAX program per projection; a pair no model marginal holds is contracted along the model's junction
+tree (``_Tree``), not by one einsum over every potential, which took over 50 minutes for one round of uncapped AIM
+on adult (the whole run now takes 7 minutes on one core).
 
 Both take integer codes (the columns our encoder produces, so every method sees the same
 domain), treat group columns as ordinary attributes and use numpy's floating-point Gaussian noise,
@@ -150,8 +152,8 @@ def mst(codes: np.ndarray, sizes, names, epsilon: float, delta: float, rng: np.r
 
 def _project(model, clique) -> np.ndarray:
     """``model.project(clique).datavector()`` (counts, C order), computed in numpy: summed out of the
-    smallest of the model's marginals that holds the clique, else by einsum over the potentials.  mbi
-    sums each projection in a new JAX program: on adult (2 cores) the 91 pairs of one AIM round took
+    smallest of the model's marginals that holds the clique, else from the model's junction tree (``_Tree``).
+    mbi sums each projection in a new JAX program: on adult (2 cores) the 91 pairs of one AIM round took
     about 50 s against 3.5 s for the round's estimation, so AIM finished 3 rounds in a 300 s cap."""
     clique = tuple(clique)
     parent = model.marginals.parent(clique)
@@ -162,21 +164,79 @@ def _project(model, clique) -> np.ndarray:
         kept = [a for a in attrs if a in clique]
         summed = values.sum(axis=tuple(i for i, a in enumerate(attrs) if a not in clique))
         return np.transpose(summed, [kept.index(a) for a in clique]).ravel()
-    attrs = list(model.potentials.domain.attributes)
-    operands, covered = [], set()
-    for cl in model.potentials.cliques:
-        factor = model.potentials[cl]
-        log = np.asarray(factor.values, dtype=np.float64)
-        operands += [np.exp(log - log.max()), [attrs.index(a) for a in factor.domain.attributes]]
-        covered |= set(factor.domain.attributes)
-    for a in clique:
-        if a not in covered:  # in no potential: uniform
-            operands += [np.ones(model.potentials.domain[a]), [attrs.index(a)]]
-    joint = np.einsum(*operands, [attrs.index(a) for a in clique], optimize="greedy")
-    total = joint.sum()
-    if not (np.isfinite(total) and total > 0):  # the product underflowed (many potentials far apart): mbi's own
-        return np.asarray(model.project(clique).datavector(), dtype=np.float64)
-    return (float(model.total) * joint / total).ravel()
+    return _Tree(model).project(clique)
+
+
+class _Tree:
+    """A model's distribution on a junction tree of its potentials' cliques (lib/estimation/maxent.py's tree and
+    calibration), answering a clique spread over the tree by contracting along the path between its columns:
+    the columns at one end, summed onto what the next clique shares, times that clique's table conditioned on
+    the shared columns, and so on (the shared columns separate both sides).  Every clique's table is built once
+    a model; a pair costs about the cells of the cliques on its path, where one einsum over every potential
+    could take hours once the model has grown (uncapped AIM on adult)."""
+
+    _cache: dict = {}
+
+    def __new__(cls, model):
+        key = id(model)
+        if key not in cls._cache:
+            cls._cache.clear()  # one model at a time: a round's candidates
+            cls._cache[key] = super().__new__(cls)
+            cls._cache[key]._build(model)
+        return cls._cache[key]
+
+    def _build(self, model) -> None:
+        from dpsyn.lib.estimation.maxent import calibrate, junction_tree
+        self.model, self.attrs = model, list(model.potentials.domain.attributes)
+        sizes = [model.potentials.domain[a] for a in self.attrs]
+        sets = [tuple(self.attrs.index(a) for a in cl) for cl in model.potentials.cliques]
+        self.tree = junction_tree(sets, range(len(self.attrs)), sizes)
+        logs = [np.zeros(tuple(sizes[c] for c in node)) for node in self.tree.cliques]
+        for cl, cols in zip(model.potentials.cliques, sets):
+            factor = model.potentials[cl]
+            order = [self.attrs.index(a) for a in factor.domain.attributes]
+            node = self.tree.host(order)
+            clique = self.tree.cliques[node]
+            table = np.transpose(np.asarray(factor.values, dtype=np.float64), np.argsort(order))
+            logs[node] = logs[node] + table.reshape([sizes[c] if c in order else 1 for c in clique])
+        self.beliefs = calibrate(self.tree, logs)
+
+    def _path(self, start: int, end: int) -> list[int]:
+        up = [start]
+        while self.tree.parent[up[-1]] >= 0:
+            up.append(self.tree.parent[up[-1]])
+        down = [end]
+        while down[-1] not in up:
+            down.append(self.tree.parent[down[-1]])
+        return up[:up.index(down[-1])] + down[::-1]
+
+    def project(self, clique) -> np.ndarray:
+        """The model's counts on ``clique`` (one or two columns; more: mbi's own), C order."""
+        if len(clique) > 2:
+            return np.asarray(self.model.project(clique).datavector(), dtype=np.float64)
+        cols = [self.attrs.index(a) for a in clique]
+        tree = self.tree
+        path = self._path(tree.host(cols[:1]), tree.host(cols[1:]) if len(cols) > 1 else tree.host(cols[:1]))
+        far = set(cols[1:])
+        shared = [sorted(set(tree.cliques[i]) & set(tree.cliques[j])) for i, j in zip(path, path[1:])]
+        keep = sorted(set(cols[:1]) | set(shared[0] if shared else far))
+        table = self._onto(path[0], keep)
+        for k, node in enumerate(path[1:], start=1):
+            clique = list(tree.cliques[node])
+            on = self._onto(node, shared[k - 1])
+            spread = on.reshape([on.shape[shared[k - 1].index(c)] if c in shared[k - 1] else 1 for c in clique])
+            conditional = np.divide(self.beliefs[node], spread, out=np.zeros_like(self.beliefs[node]),
+                                    where=spread > 0)
+            nxt = sorted(set(cols[:1]) | (set(shared[k]) if k < len(shared) else far))
+            table = np.einsum(table, keep, conditional, clique, nxt)
+            keep = nxt
+        joint = np.transpose(table, [keep.index(c) for c in cols])
+        return (float(self.model.total) * joint / joint.sum()).ravel()
+
+    def _onto(self, node: int, cols: list[int]) -> np.ndarray:
+        clique = self.tree.cliques[node]
+        drop = tuple(i for i, c in enumerate(clique) if c not in cols)
+        return self.beliefs[node].sum(axis=drop) if drop else self.beliefs[node]
 
 
 def _model_mb(mbi, domain, cliques) -> float:
