@@ -31,6 +31,7 @@ from bench import sections  # noqa: E402
 from bench.bench_scale import SECTION as SCALE  # noqa: E402
 from bench.generalization import SECTION as GENERALIZATION  # noqa: E402
 from bench.individuals import SECTION as INDIVIDUALS  # noqa: E402
+from bench.peer_check import SECTION as PEER_CHECK  # noqa: E402
 from bench.sdnist_report import SECTION as SDNIST  # noqa: E402
 
 OUT = HERE / "out" / "results"
@@ -133,9 +134,9 @@ def main() -> None:
         tables = {name: lines for name, lines, _ in pool.map(lambda item: run(*item), commands.items())}
     old = args.out.read_text() if args.out.exists() else ""
     # the sections other commands write (bench/bench_scale.py, bench/generalization.py, bench/sdnist_report.py,
-    # bench/individuals.py), kept as they are
-    kept = [text for text in (sections.existing(old, h) for h in (SCALE, GENERALIZATION, SDNIST, INDIVIDUALS))
-            if text]
+    # bench/individuals.py, bench/peer_check.py), kept as they are
+    kept = [text for text in (sections.existing(old, h) for h in (SCALE, GENERALIZATION, SDNIST, INDIVIDUALS,
+                                                                  PEER_CHECK)) if text]
     args.out.write_text("\n\n".join(text.rstrip("\n") for text in [page(tables, commands, args.seeds, args.aim_cap),
                                                                    *kept]) + "\n")
     print(args.out)
