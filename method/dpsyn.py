@@ -45,7 +45,7 @@ from dpsyn.method.group_columns import measure_group_columns
 from dpsyn.method.groups import (GUM_MOVES, OWN_RAKE, OWN_REWRITE, RAKE, REWRITE, GroupFit, GroupTargets, assigned_rows, base_size, group_sizes, own_pools, smoothed_counts, start_records, synthesize_groups)
 from dpsyn.method.adaptive import RoundsSpec, measure_adaptively
 from dpsyn.method.planner import (ADAPTIVE, ALL, AUTO, MARGINAL_CHOICES, ONE_WAY, PLANNERS, PUBLIC, REGIMES, SELECT,
-                                  TWO_WAY, Rounds, TableShape, make_plan, needs_total, total_share)
+                                  TWO_WAY, TableShape, make_plan, needs_total, total_share)
 from dpsyn.method.selection import allocate, greedy_pairs
 
 log = logging.getLogger(__name__)
@@ -118,8 +118,8 @@ def synthesize(private: PrivateTable, public: PublicData | None, ctx: RunContext
                 log.info("dpsyn: few groups: the group columns are fitted in the base with the other columns, %s"
                          "and each group is drawn from its own records",
                          "rounds measure what it gets most wrong, " if plan.joint_rounds else "")
-                spec = RoundsSpec(0.0, options.max_cells, earlier=tuple(targets), rounds=Rounds(one_way=0),
-                                  per_row=plan.base_per_row, picks=T.dpsyn_triple_picks, count=T.dpsyn_triple_rounds)
+                spec = RoundsSpec(0.0, options.max_cells, earlier=tuple(targets), per_row=plan.base_per_row,
+                                  picks=T.dpsyn_triple_picks, count=T.dpsyn_triple_rounds)
                 model = measure_adaptively(private, None, ctx, [], other_idx + group_idx, spec)
                 by_cols, total, base = model.domain_marginals(), model.total, model.domain_records()
 

@@ -67,7 +67,8 @@ class WriteUpThresholds:
 @dataclass(frozen=True)
 class Rounds:
     """How the adaptive rounds (method/adaptive.py) spend the marginals' share; ``adaptive_rounds`` picks it and
-    the method decides nothing more.  ``per_column``: the first round's rho is the rounds' budget over this many
+    the method decides nothing more (tuned values are read when a plan is made, so ``--set`` reaches them).
+    ``per_column``: the first round's rho is the rounds' budget over this many
     rounds per column; ``one_way``: the 1-way marginals' rho, in rounds' rho each; ``coarse_reads``: a column an
     edit rule reads is split like the others and a numeric column with a null token is split at it, so that rounds
     may read them coarsely (the pairs are mostly noise); ``max_entropy``: the final records are drawn from the
@@ -75,7 +76,7 @@ class Rounds:
     group counts keep, the rest going to the rounds; ``base_per_row``: base records a row of the noisy total
     (None: groups.py's default size)."""
 
-    per_column: int = T.adaptive_rounds_per_column
+    per_column: int
     one_way: int = 1
     coarse_reads: bool = False
     max_entropy: bool = False
@@ -193,9 +194,10 @@ def adaptive_rounds(noise: float, pairs: float, has_public: bool, has_groups: bo
     if noise < T.planner_two_way_noise:
         rounds = Rounds(T.adaptive_few_rounds_per_column)
     elif pairs < T.planner_rich_pair_noise:
-        rounds = Rounds(one_way=2, base_per_row=T.groups_rich_base_per_row if has_public and has_groups else None)
+        rounds = Rounds(T.adaptive_rounds_per_column, 2,
+                        base_per_row=T.groups_rich_base_per_row if has_public and has_groups else None)
     elif has_public:
-        rounds = Rounds(group_keep=T.planner_poor_group_share)
+        rounds = Rounds(T.adaptive_rounds_per_column, group_keep=T.planner_poor_group_share)
     else:
         rounds = Rounds(T.adaptive_many_rounds_per_column, T.planner_poor_grouped_one_way_rounds if has_groups else
                         T.planner_poor_one_way_rounds, coarse_reads=True, group_keep=T.planner_poor_group_share)
@@ -263,7 +265,7 @@ def make_plan(epsilon: float, theta: int, noisy_total: float | None, shape: Tabl
     else:
         regime = written = forced
     if regime == ADAPTIVE and rounds is None:
-        rounds = _with_max_entropy(Rounds(), has_public, has_groups)
+        rounds = _with_max_entropy(Rounds(T.adaptive_rounds_per_column), has_public, has_groups)
     rest = epsilon - total_eps
     if regime == PUBLIC:
         group_eps = rest

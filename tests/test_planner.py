@@ -46,6 +46,14 @@ def test_the_plan_carries_the_shared_base_and_its_size():
     assert not make_plan(10.0, 1, 3000.0, shape, TWO_WAY).joint  # the write-up's planner: per-group refits only
 
 
+def test_the_rounds_read_tuned_values_when_the_plan_is_made():
+    """``--set`` overrides a tuned value for one run (lib/tuning.py ``overridden``): the plan's rounds follow it."""
+    from dpsyn.lib.tuning import T
+    with T.overridden({"adaptive_rounds_per_column": 3}):
+        plan = make_plan(5.0, 1, 5000.0, TableShape(False, False, pair_cells=(400,)), ADAPTIVE, rho=1.0)
+    assert plan.rounds is not None and plan.rounds.per_column == 3
+
+
 def test_without_public_file_or_groups_every_regime_still_measures_marginals():
     for regime in REGIMES:
         total = 1000.0 if needs_total(0.01, 1, True, regime) else None
