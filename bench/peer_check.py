@@ -37,21 +37,11 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent.parent), str(HERE.parent)]
 
 from bench.sections import existing, replaced  # noqa: E402
+from dpsyn.evaluation.metrics import mean_tvd  # noqa: E402
 
 SECTION = "## Peers against their reference scripts"
 EPSILON = 1.0
 ROW = re.compile(r"^\| (MST|AIM) \| (\d+) \| ([\d.]+) \| ([\d.]+) \| (\d+) \| (\d+) \|$", re.M)
-
-
-def two_way_tvd(codes: np.ndarray, out: np.ndarray, sizes: list[int]) -> float:
-    """Mean TVD over every pair of columns between the 2-way marginals of ``codes`` and of ``out``."""
-    errors = []
-    for a, b in itertools.combinations(range(len(sizes)), 2):
-        def share(c: np.ndarray) -> np.ndarray:
-            h = np.bincount(c[:, a].astype(np.int64) * sizes[b] + c[:, b], minlength=sizes[a] * sizes[b])
-            return h / h.sum()
-        errors.append(0.5 * float(np.abs(share(codes) - share(out)).sum()))
-    return float(np.mean(errors))
 
 
 def _adapt_mbi() -> None:
@@ -106,7 +96,7 @@ def reference(method: str, codes: np.ndarray, names: list[str], sizes: list[int]
         mech = aim.AIM(EPSILON, delta)
         mech.prng = np.random.RandomState(seed)  # aim.py passes its prng where Mechanism takes ``bounded``
         _, synth = mech.run(data, [(cl, 1.0) for cl in itertools.combinations(names, 2)])
-    return np.column_stack([np.asarray(synth.df[n] if hasattr(synth, "df") else synth.data[n]) for n in names])
+    return np.column_stack([np.asarray(synth.data[n]) for n in names])
 
 
 def one(method: str, seed: int) -> tuple[float, float, float, float]:
@@ -123,7 +113,7 @@ def one(method: str, seed: int) -> tuple[float, float, float, float]:
     middle = time.perf_counter()
     theirs = reference(method, codes, names, sizes, data.delta, seed)
     end = time.perf_counter()
-    return two_way_tvd(codes, ours, sizes), two_way_tvd(codes, theirs, sizes), middle - start, end - middle
+    return mean_tvd(codes, ours, tuple(sizes)), mean_tvd(codes, theirs, tuple(sizes)), middle - start, end - middle
 
 
 def section(rows: dict[tuple[str, int], tuple[float, float, float, float]]) -> str:

@@ -220,7 +220,7 @@ def make_plan(epsilon: float, theta: int, noisy_total: float | None, shape: Tabl
     records planner_two_way_noise_from_draws), and so is that of the group × column marginals (cells
     ``group_cells``) where there are groups, and there are groups or public records; else the adaptive
     rounds, which measure only the marginals worth their noise, as ``adaptive_rounds`` says from that noise
-    (a forced adaptive regime: ``Rounds``' defaults).  In the public regime with groups but no public
+    (a forced adaptive regime: adaptive_rounds_per_column rounds a column, the rest ``Rounds``' defaults).  In the public regime with groups but no public
     file, given ``rho`` (the auto planner) and a noisy total, planner_group_column_share of the group counts'
     share goes to ``group_column_share`` (method/group_columns.py) where the group counts' noise sd
     after that cut stays within planner_group_count_noise of the mean size of the ``n_groups`` groups and some
