@@ -13,10 +13,19 @@ it links the synthetic rows of consecutive clock values into individuals (lib/re
 * rows per individual and first clock values follow the noisy counts, fitted to the synthetic rows per clock
   value;
 * a link's cost is minus the log-score of its followed columns' changes under the noisy transitions (shrunk
-  by their noise toward "keep the code at the noisy share that stays, else draw the next year's marginal").
+  by their noise toward "keep the code at the noisy share that stays, else draw the next year's marginal");
+* where followed columns are also group columns (PUMA, with groups PUMA × YEAR), they are the individuals'
+  home: the noisy share of individuals that keep them is linked first inside its home, to rows needing few
+  changes of stable and advancing codes (a stable column that differs counts 1, an advancing one its distance
+  in bins; one change outweighs the spread of the followed columns' costs), never into an edit rule's
+  forbidden records, and such a follower takes its individual's codes.  Rows synthesized per group rarely hold,
+  in one home, a row with exactly the codes a continuing individual needs: linked on equal codes alone,
+  individuals would move home far more often than the noisy transitions say.
 
-Linking changes no code: every marginal of the synthetic rows stays as it was; the values of advancing and
-stable numeric columns move within their bins.  Post-processing but for the two measurements.
+Without homes, linking changes no code: every marginal of the synthetic rows stays as it was.  With homes,
+only stable and advancing codes of continuing rows change (every group keeps its rows and every other code; the
+log says how many rows changed).  The values of advancing and stable numeric columns move to their individual's
+(within the bin they now hold).  Post-processing but for the two measurements.
 
 Synthetic individuals occupy consecutive clock values.  A real individual with a gap (rows in 2015 and 2017
 only) is measured as it is: its rows count in its span, and the pair 2015 → 2017 counts as a transition from
@@ -32,7 +41,8 @@ import numpy as np
 
 from dpsyn.dataloader.encoding import Encoder
 from dpsyn.dataloader.individuals import Individual
-from dpsyn.lib.records.linking import NO_KEY, Rows, link, plan_spans
+from dpsyn.lib.records.constraints import Boxes
+from dpsyn.lib.records.linking import NO_KEY, Homes, Rows, link, plan_spans
 from dpsyn.lib.privacy.accounting import gaussian_sigma
 from dpsyn.lib.privacy.plan import Node
 from dpsyn.lib.privacy.private_table import PrivateTable
@@ -150,27 +160,77 @@ class IndividualLinks(Stage):
         noisy[ranks] = spans.noisy
         plan = plan_spans(noisy, np.bincount(position, minlength=len(ranks)))
         follow, stays = [], []
+        home = _homes(env, individual)
+        stay = np.ones(len(ranks))
         for m in self.measured[1:]:
             codes = records.codes[:, domain.index(m.query.column)]
             changes = Changes(m.noisy[np.argsort(ranks)], m.sigma, domain.sizes[domain.index(m.query.column)])
+            if m.query.column in home:
+                stay *= [changes.stay_share(t) for t in range(len(ranks))]
             if m.query.stays:
                 stays.append((codes, changes.stay_scores(codes, position)))
             else:
                 follow.append((codes, changes.scores(codes, position)))
-        people = link(Rows(position, keys.key, keys, tuple(follow), tuple(stays)), plan, env.ctx.rng,
+        homes = Homes(_mixed([records.codes[:, domain.index(c)] for c in home],
+                             [domain.sizes[domain.index(c)] for c in home], len(position)), stay,
+                      _Rewrites(keys, records.codes, env.structure.boxes)) if home else None
+        people = link(Rows(position, keys.key, keys, tuple(follow), tuple(stays), homes), plan, env.ctx.rng,
                       T.individuals_piece)
-        _carry_values(records, people, position, linking, encoder)
+        first = _first_rows(people, position)
+        codes = _take_keys(records.codes, first, position, keys)
+        changed = int((codes != records.codes).any(axis=1).sum())
+        _carry_values(records, first, position, linking, encoder)
         count = int(people.max()) + 1 if len(people) else 0
         log.info("linking: %d synthetic individuals, %.2f rows each", count, len(people) / max(count, 1))
-        return Records(records.codes, records.raw, people)
+        if home:
+            log.info("linking: individuals stay in their %s as the measured share says; %d synthetic rows (%.1f%%) "
+                     "took the stable and advancing codes of the individual they continue", " × ".join(home),
+                     changed, 100 * changed / max(len(people), 1))
+        return Records(codes, records.raw, people)
+
+
+def _homes(env: Env, individual: Individual) -> list[str]:
+    """The followed group columns (module doc), or none where the parameters' structure sets a stable or
+    advancing column from others (a derivation, null link or group-level column reads it or sets it): those
+    codes could not be rewritten alone (the log says so)."""
+    home = [c for c in env.ctx.group_columns if c in individual.follow]
+    structure, names = env.structure, env.encoder.domain.names
+    keyed = set(individual.stable) | {c for c, _ in individual.advances}
+    tied = {names[d.parent] for d in structure.derivations} | {names[d.child] for d in structure.derivations} | {
+        names[n.parent] for n in structure.null_links} | {names[n.child] for n in structure.null_links} | {
+        c for column, within in structure.group_level for c in (column, *within)}
+    if home and keyed & tied:
+        log.info("linking: individuals may leave their %s: %s is tied to other columns by the parameters' "
+                 "structure, so a continuing row cannot take its individual's codes alone", " × ".join(home),
+                 ", ".join(sorted(keyed & tied)))
+        return []
+    return home
+
+
+@dataclass(frozen=True)
+class _Rewrites:
+    """``Homes.changes`` for the stage: how far each row's stable and advancing codes are from each wanted key
+    (``_Keys.changes``), infinite where the row with those codes would break an edit rule."""
+
+    keys: "_Keys"
+    codes: np.ndarray
+    boxes: Boxes
+
+    def __call__(self, wanted: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        out = self.keys.changes(wanted, self.keys.key[rows])
+        if self.boxes:
+            taken = np.repeat(self.codes[rows][None, :, :], len(wanted), axis=0)
+            taken[:, :, self.keys.columns] = self.keys.digits(wanted)[:, None, :]
+            out[self.boxes.forbidden(taken.reshape(-1, self.codes.shape[1])).reshape(out.shape)] = np.inf
+        return out
 
 
 class _Keys:
     """Which rows may follow which: a row's key is its stable codes and its advancing codes; the follower at
     position t + 1 of an individual whose first row is f must have f's stable codes and the codes of f's
     advancing values moved by the clock's difference from f's position to t + 1 (NO_KEY past the last
-    position, or where a moved value passes its column's range, or where no row has that key).  Codes are
-    combined into one number per row (mixed radix over the columns' sizes), numbered by ``np.unique``."""
+    position, or where a moved value passes its column's range).  Codes are combined into one number per row
+    (mixed radix over the columns' sizes)."""
 
     def __init__(self, records: Records, position: np.ndarray, linking: Linking, encoder: Encoder):
         domain = encoder.domain
@@ -178,18 +238,11 @@ class _Keys:
         stable, advances = list(linking.individual.stable), [c for c, _ in linking.individual.advances]
         self.stable = [records.codes[:, domain.index(c)].astype(np.int64) for c in stable]
         self.advancing = [(encoder.coder(c), records.raw[c]) for c in advances]
-        self.radix = np.cumprod([1] + [domain.sizes[domain.index(c)] for c in stable + advances])  # < 2**62: problems
-        mine = self._combined(self.stable + [records.codes[:, domain.index(c)].astype(np.int64) for c in advances],
-                              len(position))
-        self.known, key = np.unique(mine, return_inverse=True)
-        self.key = key.astype(np.int64)
-
-    def _combined(self, columns: list[np.ndarray], n: int) -> np.ndarray:
-        """One number per row for its codes in ``columns`` (mixed radix; 0 for every row without columns)."""
-        out = np.zeros(n, dtype=np.int64)
-        for codes, weight in zip(columns, self.radix):
-            out += codes * int(weight)
-        return out
+        self.columns = np.asarray([domain.index(c) for c in stable + advances], dtype=np.int64)
+        self.sizes = np.asarray([domain.sizes[j] for j in self.columns], dtype=np.int64)
+        self.radix = np.cumprod([1] + list(self.sizes))  # < 2**62: Linking.problems
+        self.key = _mixed([records.codes[:, j] for j in self.columns], self.sizes, len(position))
+        self.moves = len(stable)  # digits from here on are advancing columns' (ordered bins)
 
     def __call__(self, first: np.ndarray, t: int) -> np.ndarray:
         if t + 1 >= len(self.times):
@@ -199,9 +252,21 @@ class _Keys:
             moved = raw[first] + (self.times[t + 1] - self.times[self.position[first]])
             gone |= moved > coder.column.high
             parts.append(coder.encode(coder.snap(moved)).astype(np.int64))  # on the column's grid, as carried
-        wanted = self._combined(parts, len(first))
-        at = np.minimum(np.searchsorted(self.known, wanted), len(self.known) - 1)
-        return np.where(gone | (self.known[at] != wanted), NO_KEY, at)
+        return np.where(gone, NO_KEY, _mixed(parts, self.sizes, len(first)))
+
+    def digits(self, keys: np.ndarray) -> np.ndarray:
+        """len(keys) × columns: the codes a key combines (stable columns, then advancing ones)."""
+        return (keys[:, None] // self.radix[None, :-1]) % self.sizes[None, :]
+
+    def changes(self, wanted: np.ndarray, keys: np.ndarray) -> np.ndarray:
+        """|wanted| × |keys|: how far a row of each key is from each wanted key: 1 for each stable column that
+        differs, and the distance in bins of each advancing column."""
+        a, b = self.digits(wanted), self.digits(keys)
+        out = np.zeros((len(wanted), len(keys)))
+        for j in range(len(self.sizes)):
+            gap = np.abs(a[:, j][:, None] - b[:, j][None, :])
+            out += gap if j >= self.moves else gap > 0
+        return out
 
 
 @dataclass(frozen=True)
@@ -218,12 +283,16 @@ class Changes:
     sigma: float
     codes: int
 
+    def stay_share(self, t: int) -> float:
+        """s at position t: the noisy share of pairs that keep their code (below 1)."""
+        counts = np.clip(self.noisy[t], 0, None)
+        kept = counts[0] if counts.ndim == 1 else np.trace(counts)
+        return min(kept / max(counts.sum(), 1.0), 1 - 1e-6)
+
     def _prior(self, t: int, codes: np.ndarray, position: np.ndarray) -> tuple[float, np.ndarray]:
         """(s, P) at position t: the share that stays and the next position's 1-way marginal."""
         q = np.bincount(codes[position == t + 1], minlength=self.codes) + 1.0
-        counts = np.clip(self.noisy[t], 0, None)
-        kept = counts[0] if counts.ndim == 1 else np.trace(counts)
-        return min(kept / max(counts.sum(), 1.0), 1 - 1e-6), q / q.sum()
+        return self.stay_share(t), q / q.sum()
 
     def scores(self, codes: np.ndarray, position: np.ndarray) -> np.ndarray:
         """positions × codes × codes: the score of each change, from the whole noisy table."""
@@ -248,19 +317,50 @@ class Changes:
         return out
 
 
-def _carry_values(records: Records, people: np.ndarray, position: np.ndarray, linking: Linking,
-                  encoder: Encoder) -> None:
-    """Sets each row's advancing values to its individual's first row's moved by the clock's difference between
-    them, and its stable numeric values to the first row's: the very values linking found in the row's own bins
-    (``_Keys``), so no code changes."""
-    columns = [(c, True) for c, _ in linking.individual.advances] + [
-        (c, False) for c in linking.individual.stable if c in records.raw]
-    if not columns or not len(people):
-        return
+def _mixed(columns: list[np.ndarray], sizes, n: int) -> np.ndarray:
+    """One number per row for its codes in ``columns`` (mixed radix over their ``sizes``; 0 for every row
+    without columns)."""
+    out = np.zeros(n, dtype=np.int64)
+    weight = 1
+    for codes, size in zip(columns, sizes):
+        out += codes.astype(np.int64) * weight
+        weight *= int(size)
+    return out
+
+
+def _first_rows(people: np.ndarray, position: np.ndarray) -> np.ndarray:
+    """Each row's individual's first row (by position)."""
+    if not len(people):
+        return np.zeros(0, dtype=np.int64)
     order = np.lexsort((position, people))
     starts = np.r_[0, np.flatnonzero(np.diff(people[order])) + 1]
     first = np.empty(len(people), dtype=np.int64)
     first[order] = np.repeat(order[starts], np.diff(np.r_[starts, len(order)]))
+    return first
+
+
+def _take_keys(codes: np.ndarray, first: np.ndarray, position: np.ndarray, keys: _Keys) -> np.ndarray:
+    """``codes`` with each continuing row's stable and advancing codes those its individual needs at its
+    position (``keys``: its first row's stable codes and moved advancing values); unchanged where they already
+    are (always, where rows were linked on equal keys alone)."""
+    out = codes.copy()
+    for t in range(1, int(position.max()) + 1 if len(position) else 0):
+        rows = np.flatnonzero((position == t) & (first != np.arange(len(first))))
+        wanted = keys(first[rows], t - 1)
+        assert (wanted != NO_KEY).all(), "a row follows only an individual that may go on"
+        out[np.ix_(rows, keys.columns)] = keys.digits(wanted).astype(codes.dtype)
+    return out
+
+
+def _carry_values(records: Records, first: np.ndarray, position: np.ndarray, linking: Linking,
+                  encoder: Encoder) -> None:
+    """Sets each row's advancing values to its individual's first row's moved by the clock's difference between
+    them, and its stable numeric values to the first row's: the very values whose codes the row holds
+    (``_Keys``, ``_take_keys``)."""
+    columns = [(c, True) for c, _ in linking.individual.advances] + [
+        (c, False) for c in linking.individual.stable if c in records.raw]
+    if not columns or not len(first):
+        return
     times = np.asarray(linking.times)
     for column, advances in columns:
         values = records.raw[column]

@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 
 from dpsyn import api
-from dpsyn.lib.records.linking import NO_KEY, Rows, coverage, link, plan_spans
+from dpsyn.lib.records.linking import NO_KEY, Homes, Rows, coverage, link, plan_spans
+from dpsyn.stages import individuals as stage
 
 
 def test_the_span_plan_covers_every_position_and_rounds_the_nearest_real_plan():
@@ -55,6 +56,29 @@ def test_links_prefer_likely_changes_and_ones_plan_leaves_rows_alone():
     for seed in range(5):
         people = link(rows, np.array([[0, 2], [1, 0]]), np.random.default_rng(seed))
         assert people[0] == people[3] and people[1] == people[2] and len(set(people)) == 3
+
+
+def test_individuals_stay_home_and_take_the_fewest_key_changes():
+    """Position 0: rows 0 (home 0) and 1 (home 1), whose followers must have keys 5 and 6; position 1: rows 2 (home 1,
+    key 5), 3 (home 0, key 9) and 4 (home 0, key 6).  On keys alone, 0 goes on with 2 and 1 with 4, both moving home;
+    where everyone stays home, 0 goes on with 4 (one key change, not 3's four) and 1 with 2 (one change)."""
+    wanted = np.array([5, 6, NO_KEY, NO_KEY, NO_KEY])
+    position, key, spans = np.array([0, 0, 1, 1, 1]), np.array([0, 0, 5, 9, 6]), np.array([[0, 2], [1, 0]])
+    on_keys = link(Rows(position, key, lambda first, t: wanted[first]), spans, np.random.default_rng(0))
+    assert on_keys[0] == on_keys[2] and on_keys[1] == on_keys[4] and len(set(on_keys)) == 3
+    homes = Homes(np.array([0, 1, 1, 0, 0]), np.array([1.0, 0.0]),
+                  lambda keys, rows: np.abs(keys[:, None] - key[rows][None, :]).astype(float))
+    for seed in range(5):
+        people = link(Rows(position, key, lambda first, t: wanted[first], homes=homes), spans,
+                      np.random.default_rng(seed))
+        assert people[0] == people[4] and people[1] == people[2] and len(set(people)) == 3
+    moving = Homes(homes.code, np.array([0.0, 0.0]), homes.changes)  # nobody stays: links on keys alone
+    assert (link(Rows(position, key, lambda first, t: wanted[first], homes=moving), spans,
+                 np.random.default_rng(0)) == on_keys).all()
+    ruled = Homes(homes.code, homes.stay, lambda keys, rows: np.where(  # row 4 may not take key 5 (an edit rule)
+        (keys[:, None] == 5) & (rows[None, :] == 4), np.inf, homes.changes(keys, rows)))
+    people = link(Rows(position, key, lambda first, t: wanted[first], homes=ruled), spans, np.random.default_rng(0))
+    assert people[0] == people[3] and people[1] == people[2]  # 0 stays home with its only other row
 
 
 def panel(people: int, seed: int) -> pd.DataFrame:
@@ -114,3 +138,37 @@ def test_the_plan_has_the_individuals_node_only_where_theta_allows_pairs():
     assert [c.name for c in with_pairs.node("individuals").children] == [
         "individuals by first YEAR and rows (1 to 4)", "transitions of EMP between consecutive YEAR"]
     assert "individuals" not in [n.name for n in single.nodes]
+
+
+def test_followed_group_columns_are_homes_and_linking_changes_only_stable_and_advancing_codes(monkeypatch):
+    """AREA, fixed per real individual, is a group column and followed: synthetic individuals keep it (the noisy
+    share that stays is near 1), while their stable and advancing columns still hold, and so does the edit rule;
+    linking changes no code of any other column (every group's rows and their followed codes stay as
+    synthesized)."""
+    data = panel(800, 0)
+    data["AREA"] = np.random.default_rng(1).integers(0, 3, data["id"].astype(int).max() + 1)[data["id"].astype(int)]
+    data.loc[data["AGE"] < 18, "EMP"] = 0
+    params = json.loads(json.dumps(PARAMS))
+    params["schema"]["AREA"] = {"dtype": "int", "values": [0, 1, 2]}
+    params["individual"]["follow"] = ["AREA", "EMP"]
+    params["constraints"] = ["AGE < 18 => EMP = 0"]
+    seen = []
+    take = stage._take_keys
+
+    def kept(codes, first, position, keys):
+        out = take(codes, first, position, keys)
+        seen.append((codes, out, keys.columns))
+        return out
+    monkeypatch.setattr(stage, "_take_keys", kept)
+    (run,) = api.release(data, params, method="histogram", seed=0, id_column="id", group_columns=("AREA", "YEAR"))
+    (before, after, columns), = seen
+    others = [j for j in range(before.shape[1]) if j not in columns]
+    assert (before[:, others] == after[:, others]).all() and (before != after).any()
+    table = run.table.astype(str).apply(pd.to_numeric).assign(id=run.individuals).sort_values(["id", "YEAR"])
+    same = table["id"].to_numpy()[1:] == table["id"].to_numpy()[:-1]
+    assert same.sum() > 0.3 * len(table)
+    assert (table["AREA"].to_numpy()[1:] == table["AREA"].to_numpy()[:-1])[same].mean() > 0.95
+    assert table.groupby("id")["SEX"].nunique().max() == 1
+    step = table.groupby("id")[["YEAR", "AGE"]].diff().dropna()
+    assert (step["AGE"] == step["YEAR"]).all() and (step["YEAR"] == 1).all()
+    assert not ((table["AGE"] < 18) & (table["EMP"] != 0)).any()

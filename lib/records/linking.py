@@ -13,6 +13,11 @@ Everything here is post-processing of synthetic rows and released (noisy) answer
   blocks with many rows are cut into pieces of rows alike in the followed columns, matched alone;
   where a block has no row for a planned link, an individual of another block that was planned to end goes
   on instead, so each position keeps its planned number of links where the blocks allow it.
+* where rows have homes (``Homes``: e.g. the area of a table synthesized per area and year), the share of
+  individuals that stays home is matched first to the next position's rows of the same home, whatever their
+  keys, at a cost in which a key change outweighs the spread of one block's followed-column costs; such a
+  follower then takes the key its individual needs (the caller rewrites it).  Rows synthesized per home and year rarely hold, in one home, a row with exactly
+  the key a continuing individual needs; without homes, individuals would move home to keep their keys.
 """
 from __future__ import annotations
 
@@ -89,6 +94,18 @@ class Rows:
     next_keys: Callable[[np.ndarray, int], np.ndarray]
     follow: tuple[tuple[np.ndarray, np.ndarray], ...] = ()
     stays: tuple[tuple[np.ndarray, np.ndarray], ...] = ()
+    homes: "Homes | None" = None
+
+
+@dataclass(frozen=True)
+class Homes:
+    """Each row's home (``code``), the share of individuals at each position that keep their home at the next
+    (``stay``, one per position), and ``changes(keys, rows)``: len(keys) × len(rows), how much each row changes
+    to take each key (0 where it has it; infinite where it may not take it)."""
+
+    code: np.ndarray
+    stay: np.ndarray
+    changes: Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 
 def link(rows: Rows, spans: np.ndarray, rng: np.random.Generator, piece: int = 400) -> np.ndarray:
@@ -107,8 +124,13 @@ def link(rows: Rows, spans: np.ndarray, rng: np.random.Generator, piece: int = 4
     for t in range(positions):
         if t > 0:
             planned = int(sum(spans[s, k] for s in range(t) for k in range(t - s, theta)))  # spans over t-1 and t
-            wanted = rows.next_keys(first[at[t - 1]], t - 1)
-            linked = _links(rows, (at[t - 1], wanted), at[t], left, planned, rng, piece)
+            members, following = at[t - 1], at[t]
+            wanted = rows.next_keys(first[members], t - 1)
+            linked = [] if rows.homes is None else _home_links(rows, (members, wanted), following, left, rng, piece)
+            if linked:
+                done, taken = np.isin(members, [i for i, _ in linked]), np.isin(following, [j for _, j in linked])
+                members, wanted, following = members[~done], wanted[~done], following[~taken]
+            linked += _links(rows, (members, wanted), following, left, planned - len(linked), rng, piece)
             for i, j in linked:
                 individual[j], first[j], left[j] = individual[i], first[i], max(left[i] - 1, 0)
         new = at[t][individual[at[t]] < 0]
@@ -134,7 +156,7 @@ def _links(rows: Rows, current: tuple[np.ndarray, np.ndarray], following: np.nda
         candidates = by_key.get(key)
         if candidates is None:
             continue
-        a, b = _by_codes(rows, chains), _by_codes(rows, candidates)
+        a, b = chains[_by_codes(rows, chains)], candidates[_by_codes(rows, candidates)]
         parts = max(1, -(-max(len(a), len(b)) // piece))
         for pa, pb in zip(np.array_split(a, parts), np.array_split(b, parts)):
             go, stop = pa[left[pa] > 0], pa[left[pa] == 0]
@@ -155,6 +177,42 @@ def _links(rows: Rows, current: tuple[np.ndarray, np.ndarray], following: np.nda
     return out
 
 
+def _home_links(rows: Rows, current: tuple[np.ndarray, np.ndarray], following: np.ndarray, left: np.ndarray,
+                rng: np.random.Generator, piece: int) -> list[tuple[int, int]]:
+    """(row, next row) links within homes: of the individuals planned to go on from each home, the share that
+    stays (rounded at random) is matched to rows of the next position in that home, at the followed columns'
+    costs plus ``Homes.changes`` times one more than those costs' spread (so key changes come first, link by
+    link); a link whose change is infinite is not made.  Blocks are cut into pieces as ``_links`` cuts them."""
+    homes = rows.homes
+    assert homes is not None
+    members, wanted = current
+    going = (left[members] > 0) & (wanted != NO_KEY)
+    if not going.any() or not len(following):
+        return []
+    share = float(homes.stay[int(rows.position[members[0]])])
+    out: list[tuple[int, int]] = []
+    by_home = _groups(homes.code[following], following)
+    for home, chains in _groups(homes.code[members[going]], np.flatnonzero(going)).items():
+        candidates = by_home.get(home)
+        if candidates is None:
+            continue
+        staying = int(np.floor(share * len(chains) + rng.random()))
+        chains = chains[:staying]  # indices into members
+        a = chains[_by_codes(rows, members[chains], wanted[chains])]
+        b = candidates[_by_codes(rows, candidates, rows.key[candidates])]
+        parts = max(1, -(-max(len(a), len(b)) // piece))
+        for pa, pb in zip(np.array_split(a, parts), np.array_split(b, parts)):
+            if not len(pa) or not len(pb):
+                continue
+            cost = _costs(rows, members[pa], pb, rng)
+            change = homes.changes(wanted[pa], pb)
+            allowed = np.isfinite(change)
+            change[~allowed] = change[allowed].max(initial=0.0) + 1  # worse than any allowed link; dropped below
+            r, c = linear_sum_assignment(cost + change * (1 + np.ptp(cost)))  # key changes first
+            out += [(int(members[pa[x]]), int(pb[y])) for x, y in zip(r, c) if allowed[x, y]]
+    return out
+
+
 def _groups(keys: np.ndarray, members: np.ndarray) -> dict[int, np.ndarray]:
     """``members`` grouped by their ``keys`` (in increasing key order; each group in the members' order)."""
     order = np.argsort(keys, kind="stable")
@@ -164,14 +222,14 @@ def _groups(keys: np.ndarray, members: np.ndarray) -> dict[int, np.ndarray]:
     return {int(ordered[s]): members[order[s:e]] for s, e in zip(starts, ends)}
 
 
-def _by_codes(rows: Rows, members: np.ndarray) -> np.ndarray:
-    """``members`` ordered by their followed columns' codes (those followed by whether they stay first, then the
-    others, each in the given order; ties in the members' order), so that a block cut into pieces puts rows
-    alike in those columns in one piece."""
-    columns = [codes for codes, _ in rows.stays + rows.follow]
+def _by_codes(rows: Rows, members: np.ndarray, keys: np.ndarray | None = None) -> np.ndarray:
+    """The order of ``members`` by ``keys`` (one per member) where given, then by their followed columns' codes
+    (those followed by whether they stay first, then the others, each in the given order; ties in the members'
+    order), so that a block cut into pieces puts rows alike in those columns in one piece."""
+    columns = ([] if keys is None else [keys]) + [codes[members] for codes, _ in rows.stays + rows.follow]
     if not columns:
-        return members
-    return members[np.lexsort([codes[members] for codes in reversed(columns)])]
+        return np.arange(len(members))
+    return np.lexsort(list(reversed(columns)))
 
 
 def _costs(rows: Rows, a: np.ndarray, b: np.ndarray, rng: np.random.Generator) -> np.ndarray:
