@@ -172,3 +172,25 @@ def test_followed_group_columns_are_homes_and_linking_changes_only_stable_and_ad
     step = table.groupby("id")[["YEAR", "AGE"]].diff().dropna()
     assert (step["AGE"] == step["YEAR"]).all() and (step["YEAR"] == 1).all()
     assert not ((table["AGE"] < 18) & (table["EMP"] != 0)).any()
+
+
+def test_homes_are_off_where_the_structure_ties_a_stable_or_advancing_column():
+    """A derivation reading AGE (advancing) or setting SEX (stable) turns homes off; one between other columns
+    does not; a group column that is not followed is no home."""
+    from types import SimpleNamespace
+
+    from dpsyn.dataloader.individuals import Individual
+    from dpsyn.dataloader.structure import Structure
+    from dpsyn.lib.records.constraints import Derivation
+    names = ["YEAR", "AREA", "SEX", "AGE", "EMP", "JOB"]
+    individual = Individual(("SEX",), (("AGE", "YEAR"),), ("AREA", "EMP"), "YEAR")
+
+    def homes(*pairs, groups=("AREA", "YEAR")):
+        structure = Structure(derivations=tuple(Derivation(names.index(p), names.index(c), np.zeros(2, dtype=np.int64))
+                                                for p, c in pairs))
+        env = SimpleNamespace(ctx=SimpleNamespace(group_columns=groups), structure=structure,
+                              encoder=SimpleNamespace(domain=SimpleNamespace(names=names)))
+        return stage._homes(env, individual)
+    assert homes() == ["AREA"] and homes(("EMP", "JOB")) == ["AREA"]
+    assert homes(("AGE", "JOB")) == [] and homes(("JOB", "SEX")) == []
+    assert homes(groups=("YEAR",)) == []
