@@ -17,10 +17,12 @@ it links the synthetic rows of consecutive clock values into individuals (lib/re
 * where followed columns are also group columns (PUMA, with groups PUMA × YEAR), they are the individuals'
   home: the noisy share of individuals that keep them is linked first inside its home, to rows needing few
   changes of stable and advancing codes (a stable column that differs counts 1, an advancing one its distance
-  in bins; one change outweighs the spread of the followed columns' costs), never into an edit rule's
-  forbidden records, and such a follower takes its individual's codes.  Rows synthesized per group rarely hold,
-  in one home, a row with exactly the codes a continuing individual needs: linked on equal codes alone,
-  individuals would move home far more often than the noisy transitions say.
+  in bins; one change outweighs the spread of one link's followed-column costs), never into an edit rule's
+  forbidden records, and such a follower takes its individual's codes; the others go on only in another home.
+  Rows synthesized per group rarely hold, in one home, a row with exactly the codes a continuing individual
+  needs: linked on equal codes alone, individuals would move home far more often than the noisy transitions
+  say.  Homes are off where a stable or advancing column is a group column or tied to others by the
+  parameters' structure.
 
 Without homes, linking changes no code: every marginal of the synthetic rows stays as it was.  With homes,
 only stable and advancing codes of continuing rows change (every group keeps its rows and every other code; the
@@ -190,19 +192,20 @@ class IndividualLinks(Stage):
 
 
 def _homes(env: Env, individual: Individual) -> list[str]:
-    """The followed group columns (module doc), or none where the parameters' structure sets a stable or
-    advancing column from others (a derivation, null link or group-level column reads it or sets it): those
-    codes could not be rewritten alone (the log says so)."""
+    """The followed group columns (module doc), or none where a stable or advancing column is a group column
+    (a row taking its individual's codes would change group) or the parameters' structure ties one to other
+    columns (a derivation, null link or group-level column reads it or sets it): those codes could not be
+    rewritten alone (the log says so)."""
     home = [c for c in env.ctx.group_columns if c in individual.follow]
     structure, names = env.structure, env.encoder.domain.names
     keyed = set(individual.stable) | {c for c, _ in individual.advances}
     tied = {names[d.parent] for d in structure.derivations} | {names[d.child] for d in structure.derivations} | {
         names[n.parent] for n in structure.null_links} | {names[n.child] for n in structure.null_links} | {
-        c for column, within in structure.group_level for c in (column, *within)}
+        c for column, within in structure.group_level for c in (column, *within)} | set(env.ctx.group_columns)
     if home and keyed & tied:
-        log.info("linking: individuals may leave their %s: %s is tied to other columns by the parameters' "
-                 "structure, so a continuing row cannot take its individual's codes alone", " × ".join(home),
-                 ", ".join(sorted(keyed & tied)))
+        log.info("linking: individuals may leave their %s: %s is a group column or tied to other columns by the "
+                 "parameters' structure, so a continuing row cannot take its individual's codes alone",
+                 " × ".join(home), ", ".join(sorted(keyed & tied)))
         return []
     return home
 
@@ -284,15 +287,19 @@ class Changes:
     codes: int
 
     def stay_share(self, t: int) -> float:
-        """s at position t: the noisy share of pairs that keep their code (below 1)."""
-        counts = np.clip(self.noisy[t], 0, None)
+        """The share of pairs starting at position t that keep their code, from the noisy table's sums (not its
+        counts clipped at 0, whose noise would count as moves), within [0, 1)."""
+        counts = self.noisy[t]
         kept = counts[0] if counts.ndim == 1 else np.trace(counts)
-        return min(kept / max(counts.sum(), 1.0), 1 - 1e-6)
+        return float(np.clip(kept / max(counts.sum(), 1.0), 0.0, 1 - 1e-6))
 
     def _prior(self, t: int, codes: np.ndarray, position: np.ndarray) -> tuple[float, np.ndarray]:
-        """(s, P) at position t: the share that stays and the next position's 1-way marginal."""
+        """(s, P) at position t: the share that stays (of the counts clipped at 0) and the next position's 1-way
+        marginal."""
         q = np.bincount(codes[position == t + 1], minlength=self.codes) + 1.0
-        return self.stay_share(t), q / q.sum()
+        counts = np.clip(self.noisy[t], 0, None)
+        kept = counts[0] if counts.ndim == 1 else np.trace(counts)
+        return min(kept / max(counts.sum(), 1.0), 1 - 1e-6), q / q.sum()
 
     def scores(self, codes: np.ndarray, position: np.ndarray) -> np.ndarray:
         """positions × codes × codes: the score of each change, from the whole noisy table."""

@@ -15,14 +15,15 @@ Everything here is post-processing of synthetic rows and released (noisy) answer
   on instead, so each position keeps its planned number of links where the blocks allow it.
 * where rows have homes (``Homes``: e.g. the area of a table synthesized per area and year), the share of
   individuals that stays home is matched first to the next position's rows of the same home, whatever their
-  keys, at a cost in which a key change outweighs the spread of one block's followed-column costs; such a
-  follower then takes the key its individual needs (the caller rewrites it).  Rows synthesized per home and year rarely hold, in one home, a row with exactly
-  the key a continuing individual needs; without homes, individuals would move home to keep their keys.
+  keys, at a cost in which one key change outweighs the spread of a piece's followed-column costs; such a
+  follower then takes the key its individual needs (the caller rewrites it); the rest may go on only in
+  another home.  Rows synthesized per home and year rarely hold, in one home, a row with exactly the key a
+  continuing individual needs; without homes, individuals would move home to keep their keys.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import numpy as np
 from scipy.optimize import LinearConstraint, linear_sum_assignment, minimize
@@ -126,11 +127,13 @@ def link(rows: Rows, spans: np.ndarray, rng: np.random.Generator, piece: int = 4
             planned = int(sum(spans[s, k] for s in range(t) for k in range(t - s, theta)))  # spans over t-1 and t
             members, following = at[t - 1], at[t]
             wanted = rows.next_keys(first[members], t - 1)
-            linked = [] if rows.homes is None else _home_links(rows, (members, wanted), following, left, rng, piece)
-            if linked:
+            chains = _Chains(members, wanted)
+            linked: list[tuple[int, int]] = []
+            if rows.homes is not None:
+                linked, away = _home_links(rows, chains, following, left, rng, piece)
                 done, taken = np.isin(members, [i for i, _ in linked]), np.isin(following, [j for _, j in linked])
-                members, wanted, following = members[~done], wanted[~done], following[~taken]
-            linked += _links(rows, (members, wanted), following, left, planned - len(linked), rng, piece)
+                chains, following = _Chains(members[~done], wanted[~done], away), following[~taken]
+            linked += _links(rows, chains, following, left, planned - len(linked), rng, piece)
             for i, j in linked:
                 individual[j], first[j], left[j] = individual[i], first[i], max(left[i] - 1, 0)
         new = at[t][individual[at[t]] < 0]
@@ -142,15 +145,24 @@ def link(rows: Rows, spans: np.ndarray, rng: np.random.Generator, piece: int = 4
     return individual
 
 
-def _links(rows: Rows, current: tuple[np.ndarray, np.ndarray], following: np.ndarray, left: np.ndarray,
-           planned: int, rng: np.random.Generator, piece: int) -> list[tuple[int, int]]:
-    """(row, next row) links between the rows of one position (``current``: them, and the keys their followers
-    must have) and the rows ``following`` of the next: within each block, every individual planned to go on
-    (``left`` > 0) is matched if the block has a row for it; then, up to ``planned`` links in all, pairs of an
-    individual planned to end and a row left over in its block, cheapest first."""
+class _Chains(NamedTuple):
+    """The rows of one position (``members``), the keys their followers must have (``wanted``), and those of
+    them whose individuals may go on only in another home (``away``)."""
+
+    members: np.ndarray
+    wanted: np.ndarray
+    away: np.ndarray | None = None
+
+
+def _links(rows: Rows, current: _Chains, following: np.ndarray, left: np.ndarray, planned: int,
+           rng: np.random.Generator, piece: int) -> list[tuple[int, int]]:
+    """(row, next row) links between the rows of one position (``current``) and the rows ``following`` of the
+    next: within each block, every individual planned to go on (``left`` > 0) is matched if the block has a row
+    for it (one in ``current.away`` only to a row of another home); then, up to ``planned`` links in all, pairs
+    of an individual planned to end and a row left over in its block, cheapest first."""
     out: list[tuple[int, int]] = []
     spare: list[tuple[float, int, int]] = []
-    members, wanted = current
+    members, wanted, away = current
     by_key = _groups(rows.key[following], following)
     for key, chains in _groups(wanted[wanted != NO_KEY], members[wanted != NO_KEY]).items():
         candidates = by_key.get(key)
@@ -162,9 +174,15 @@ def _links(rows: Rows, current: tuple[np.ndarray, np.ndarray], following: np.nda
             go, stop = pa[left[pa] > 0], pa[left[pa] == 0]
             taken = np.zeros(len(pb), dtype=bool)
             if len(go) and len(pb):
-                r, c = linear_sum_assignment(_costs(rows, go, pb, rng))
-                out += [(int(go[x]), int(pb[y])) for x, y in zip(r, c)]
-                taken[c] = True
+                cost = _costs(rows, go, pb, rng)
+                home = np.zeros(cost.shape, dtype=bool)
+                if away is not None and rows.homes is not None:
+                    home = np.isin(go, away)[:, None] & (rows.homes.code[go][:, None] == rows.homes.code[pb][None, :])
+                    cost[home] = cost.max() + np.ptp(cost) + 1  # worse than any link elsewhere; dropped below
+                r, c = linear_sum_assignment(cost)
+                kept = ~home[r, c]
+                out += [(int(go[x]), int(pb[y])) for x, y in zip(r[kept], c[kept])]
+                taken[c[kept]] = True
             rest = pb[~taken]
             if len(stop) and len(rest):
                 cost = _costs(rows, stop, rest, rng)
@@ -177,39 +195,59 @@ def _links(rows: Rows, current: tuple[np.ndarray, np.ndarray], following: np.nda
     return out
 
 
-def _home_links(rows: Rows, current: tuple[np.ndarray, np.ndarray], following: np.ndarray, left: np.ndarray,
-                rng: np.random.Generator, piece: int) -> list[tuple[int, int]]:
-    """(row, next row) links within homes: of the individuals planned to go on from each home, the share that
-    stays (rounded at random) is matched to rows of the next position in that home, at the followed columns'
-    costs plus ``Homes.changes`` times one more than those costs' spread (so key changes come first, link by
-    link); a link whose change is infinite is not made.  Blocks are cut into pieces as ``_links`` cuts them."""
+def _home_links(rows: Rows, current: _Chains, following: np.ndarray, left: np.ndarray, rng: np.random.Generator,
+                piece: int) -> tuple[list[tuple[int, int]], np.ndarray]:
+    """(row, next row) links within homes, and the rows whose individuals are to leave home.  Of the
+    individuals planned to go on from each home, the share that stays (rounded at random) is matched to rows of
+    the next position in that home, at the followed columns' costs plus ``Homes.changes`` times one more than
+    the spread of those costs in the piece (Gumbel noise included), so that of two links for one individual
+    the one with fewer key changes wins; a link whose change is infinite is not made.  The others are to leave
+    (``_links`` links them elsewhere on equal keys, or not at all).  A home with more rows than ``piece`` on a
+    side is cut into pieces of its individuals in order of the keys they need, each matched alone to the rows
+    whose keys fall in that piece's range."""
     homes = rows.homes
     assert homes is not None
-    members, wanted = current
+    members, wanted, _ = current
     going = (left[members] > 0) & (wanted != NO_KEY)
-    if not going.any() or not len(following):
-        return []
-    share = float(homes.stay[int(rows.position[members[0]])])
     out: list[tuple[int, int]] = []
+    away: list[np.ndarray] = []
+    if not going.any() or not len(following):
+        return out, np.zeros(0, dtype=np.int64)
+    share = float(homes.stay[int(rows.position[members[0]])])
     by_home = _groups(homes.code[following], following)
     for home, chains in _groups(homes.code[members[going]], np.flatnonzero(going)).items():
         candidates = by_home.get(home)
         if candidates is None:
             continue
         staying = int(np.floor(share * len(chains) + rng.random()))
+        away.append(members[chains[staying:]])
         chains = chains[:staying]  # indices into members
         a = chains[_by_codes(rows, members[chains], wanted[chains])]
         b = candidates[_by_codes(rows, candidates, rows.key[candidates])]
         parts = max(1, -(-max(len(a), len(b)) // piece))
-        for pa, pb in zip(np.array_split(a, parts), np.array_split(b, parts)):
-            if not len(pa) or not len(pb):
+        pieces = [p for p in np.array_split(a, parts) if len(p)]
+        for pa, pb in zip(pieces, np.split(b, _cuts(wanted[a], rows.key[b], [len(p) for p in pieces]))):
+            if not len(pb):
                 continue
             cost = _costs(rows, members[pa], pb, rng)
             change = homes.changes(wanted[pa], pb)
             allowed = np.isfinite(change)
             change[~allowed] = change[allowed].max(initial=0.0) + 1  # worse than any allowed link; dropped below
-            r, c = linear_sum_assignment(cost + change * (1 + np.ptp(cost)))  # key changes first
+            r, c = linear_sum_assignment(cost + change * (1 + np.ptp(cost)))  # key changes first, link by link
             out += [(int(members[pa[x]]), int(pb[y])) for x, y in zip(r, c) if allowed[x, y]]
+    return out, np.concatenate(away) if away else np.zeros(0, dtype=np.int64)
+
+
+def _cuts(needed: np.ndarray, keys: np.ndarray, sizes: list[int]) -> list[int]:
+    """Where to cut rows of sorted ``keys`` so that each piece holds the key range of one piece of individuals
+    whose sorted ``needed`` keys are cut into ``sizes``: at each cut's key, the rows holding it are split as the
+    individuals needing it are."""
+    out = []
+    for i in np.cumsum(sizes)[:-1]:
+        k = needed[i]
+        a_lo, a_hi = np.searchsorted(needed, k, "left"), np.searchsorted(needed, k, "right")
+        b_lo, b_hi = np.searchsorted(keys, k, "left"), np.searchsorted(keys, k, "right")
+        out.append(int(b_lo + round((i - a_lo) / (a_hi - a_lo) * (b_hi - b_lo))))
     return out
 
 
