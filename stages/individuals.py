@@ -167,7 +167,7 @@ class IndividualLinks(Stage):
         for m in self.measured[1:]:
             codes = records.codes[:, domain.index(m.query.column)]
             changes = Changes(m.noisy[np.argsort(ranks)], m.sigma, domain.sizes[domain.index(m.query.column)])
-            if m.query.column in home:
+            if m.query.column in home:  # several home columns: the product of their shares, as if independent
                 stay *= [changes.stay_share(t) for t in range(len(ranks))]
             if m.query.stays:
                 stays.append((codes, changes.stay_scores(codes, position)))
