@@ -381,9 +381,9 @@ class RoundsSpec:
     or the two-way regime's marginals where method/dpsyn.py fits the group columns in the base), kept in the
     model; a column measured there is never split.  ``rounds``: the planner's numbers (rounds a column, the 1-way
     marginals' rho in rounds' (0: none measured here), coarse reads, the maximum-entropy fit; planner.py
-    ``Rounds``; the default measures no 1-way marginals and needs ``count``); ``count``: this many rounds instead of
-    ``rounds.per_column`` a column; ``picks``: marginals
-    measured a round (one selection of that many), the round's rho split evenly over them; ``per_row``: base
+    ``Rounds``; the default measures no 1-way marginals and needs ``count``); ``count``: this many rounds instead
+    of ``rounds.per_column`` a column; ``picks``: marginals measured a round (one selection of that many), the
+    round's rho split evenly over them; ``per_row``: base
     records a row of the noisy total (groups.py ``base_size``; None: its default).  The maximum-entropy fit is
     used only without public records or edit rules (step 4; with groups, drawn per group by
     ``Model.draw_groups``) and where it fits."""

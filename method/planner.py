@@ -68,13 +68,13 @@ class WriteUpThresholds:
 class Rounds:
     """How the adaptive rounds (method/adaptive.py) spend the marginals' share; ``adaptive_rounds`` picks it and
     the method decides nothing more (tuned values are read when a plan is made, so ``--set`` reaches them).
-    ``per_column``: the first round's rho is the rounds' budget over this many
-    rounds per column; ``one_way``: the 1-way marginals' rho, in rounds' rho each; ``coarse_reads``: a column an
-    edit rule reads is split like the others and a numeric column with a null token is split at it, so that rounds
-    may read them coarsely (the pairs are mostly noise); ``max_entropy``: the final records are drawn from the
-    maximum-entropy fit (no public records); ``group_keep``: the share of the write-up's group-count budget the
-    group counts keep, the rest going to the rounds; ``base_per_row``: base records a row of the noisy total
-    (None: groups.py's default size)."""
+    ``per_column``: the first round's rho is the rounds' budget over this many rounds per column; ``one_way``: the
+    1-way marginals' rho, in rounds' rho each; ``coarse_reads``: a column an edit rule reads is split like the
+    others and a numeric column with a null token is split at it, so that rounds may read them coarsely (the
+    pairs are mostly noise); ``max_entropy``: the final records are drawn from the maximum-entropy fit (no public
+    records); ``group_keep``: the share of the write-up's group-count budget the group counts keep, the rest
+    going to the rounds; ``base_per_row``: base records a row of the noisy total (None: groups.py's default
+    size)."""
 
     per_column: int
     one_way: int = 1
@@ -220,8 +220,8 @@ def make_plan(epsilon: float, theta: int, noisy_total: float | None, shape: Tabl
     records planner_two_way_noise_from_draws), and so is that of the group × column marginals (cells
     ``group_cells``) where there are groups, and there are groups or public records; else the adaptive
     rounds, which measure only the marginals worth their noise, as ``adaptive_rounds`` says from that noise
-    (a forced adaptive regime: adaptive_rounds_per_column rounds a column, the rest ``Rounds``' defaults).  In the public regime with groups but no public
-    file, given ``rho`` (the auto planner) and a noisy total, planner_group_column_share of the group counts'
+    (a forced adaptive regime: adaptive_rounds_per_column rounds a column, the rest ``Rounds``' defaults).
+    In the public regime with groups but no public file, given ``rho`` (the auto planner) and a noisy total, planner_group_column_share of the group counts'
     share goes to ``group_column_share`` (method/group_columns.py) where the group counts' noise sd
     after that cut stays within planner_group_count_noise of the mean size of the ``n_groups`` groups and some
     column has two or more codes (``shape.varying``: one of one value cannot differ between groups); then, with two or

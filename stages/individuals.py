@@ -45,6 +45,7 @@ from dpsyn.dataloader.encoding import Encoder
 from dpsyn.dataloader.individuals import Individual
 from dpsyn.lib.records.constraints import Boxes
 from dpsyn.lib.records.linking import NO_KEY, Homes, Rows, link, plan_spans
+from dpsyn.lib.records.marginals import cell_index
 from dpsyn.lib.privacy.accounting import gaussian_sigma
 from dpsyn.lib.privacy.plan import Node
 from dpsyn.lib.privacy.private_table import PrivateTable
@@ -173,8 +174,7 @@ class IndividualLinks(Stage):
                 stays.append((codes, changes.stay_scores(codes, position)))
             else:
                 follow.append((codes, changes.scores(codes, position)))
-        homes = Homes(_mixed([records.codes[:, domain.index(c)] for c in home],
-                             [domain.sizes[domain.index(c)] for c in home], len(position)), stay,
+        homes = Homes(cell_index(records.codes[:, domain.indices(home)], domain.shape(home)), stay,
                       _Rewrites(keys, records.codes, env.structure.boxes)) if home else None
         people = link(Rows(position, keys.key, keys, tuple(follow), tuple(stays), homes), plan, env.ctx.rng,
                       T.individuals_piece)
@@ -233,7 +233,8 @@ class _Keys:
     position t + 1 of an individual whose first row is f must have f's stable codes and the codes of f's
     advancing values moved by the clock's difference from f's position to t + 1 (NO_KEY past the last
     position, or where a moved value passes its column's range).  Codes are combined into one number per row
-    (mixed radix over the columns' sizes)."""
+    (mixed radix over the columns' sizes, the first column the least significant: ``cell_index`` of the columns
+    in reverse, which Linking.problems keeps below 2**62)."""
 
     def __init__(self, records: Records, position: np.ndarray, linking: Linking, encoder: Encoder):
         domain = encoder.domain
@@ -243,8 +244,7 @@ class _Keys:
         self.advancing = [(encoder.coder(c), records.raw[c]) for c in advances]
         self.columns = np.asarray([domain.index(c) for c in stable + advances], dtype=np.int64)
         self.sizes = np.asarray([domain.sizes[j] for j in self.columns], dtype=np.int64)
-        self.radix = np.cumprod([1] + list(self.sizes))  # < 2**62: Linking.problems
-        self.key = _mixed([records.codes[:, j] for j in self.columns], self.sizes, len(position))
+        self.key = self._combined(records.codes[:, self.columns])
         self.moves = len(stable)  # digits from here on are advancing columns' (ordered bins)
 
     def __call__(self, first: np.ndarray, t: int) -> np.ndarray:
@@ -255,11 +255,18 @@ class _Keys:
             moved = raw[first] + (self.times[t + 1] - self.times[self.position[first]])
             gone |= moved > coder.column.high
             parts.append(coder.encode(coder.snap(moved)).astype(np.int64))  # on the column's grid, as carried
-        return np.where(gone, NO_KEY, _mixed(parts, self.sizes, len(first)))
+        codes = np.column_stack(parts) if parts else np.zeros((len(first), 0), dtype=np.int64)
+        return np.where(gone, NO_KEY, self._combined(codes))
+
+    def _combined(self, codes: np.ndarray) -> np.ndarray:
+        """One key per row of ``codes`` (rows × the key's columns)."""
+        return cell_index(codes[:, ::-1], tuple(self.sizes[::-1]))
 
     def digits(self, keys: np.ndarray) -> np.ndarray:
         """len(keys) × columns: the codes a key combines (stable columns, then advancing ones)."""
-        return (keys[:, None] // self.radix[None, :-1]) % self.sizes[None, :]
+        if not len(self.sizes):
+            return np.zeros((len(keys), 0), dtype=np.int64)
+        return np.column_stack(np.unravel_index(keys, tuple(self.sizes[::-1]))[::-1])
 
     def changes(self, wanted: np.ndarray, keys: np.ndarray) -> np.ndarray:
         """|wanted| × |keys|: how far a row of each key is from each wanted key: 1 for each stable column that
@@ -322,17 +329,6 @@ class Changes:
             out[t, :, 0] = np.log((1 - stay) * q + stay) - np.log(q)
             out[t, :, 1] = math.log(1 - stay)
         return out
-
-
-def _mixed(columns: list[np.ndarray], sizes, n: int) -> np.ndarray:
-    """One number per row for its codes in ``columns`` (mixed radix over their ``sizes``; 0 for every row
-    without columns)."""
-    out = np.zeros(n, dtype=np.int64)
-    weight = 1
-    for codes, size in zip(columns, sizes):
-        out += codes.astype(np.int64) * weight
-        weight *= int(size)
-    return out
 
 
 def _first_rows(people: np.ndarray, position: np.ndarray) -> np.ndarray:
