@@ -62,7 +62,10 @@ TABLE: tuple[tuple[str, Any, str], ...] = (
     # stages/individuals.py
     ("individuals_share", 0.05, "share of a run's rho on linking rows into individuals, where the parameters ask"),
     ("individuals_spans_share", 0.25,
-     "linking: share of that on individuals by first clock value and rows; the rest on transitions"),
+     "linking: share of that on individuals by the clock values of their rows; the rest on transitions"),
+    ("individuals_pattern_cells", 512,
+     "linking: individuals are counted by the set of clock values of their rows where there are at most this many "
+     "such sets, else by first clock value and rows (gaps not seen)"),
     ("individuals_stays_codes", 48,
      "linking: a followed column with more codes has only whether it stays measured, not its whole transitions"),
     ("individuals_piece", 400,

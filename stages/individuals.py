@@ -1,17 +1,19 @@
 """Synthetic individuals: the release's rows linked into people who live through the clock (Sprint 2: YEAR).
 
 Where the parameters declare an ``individual`` section (dataloader/individuals.py) with a clock, this stage
-measures, inside its own plan node, how many individuals start at each clock value with each number of rows
-(queries.IndividualSpans, sensitivity 1) and, for each followed column, how it changes between an
-individual's consecutive rows, per clock value of the first (queries.Transitions: at most theta - 1 pairs an
-individual, in distinct cells since the clock is distinct per individual, so sqrt(theta - 1) in L2; a column
-with more than individuals_stays_codes codes has only whether it stays measured).  After every other stage
-it links the synthetic rows of consecutive clock values into individuals (lib/records/linking.py):
+measures, inside its own plan node, how many individuals have their rows at each set of clock values
+(queries.IndividualPatterns, sensitivity 1; by first clock value and number of rows, queries.IndividualSpans,
+where the sets would be over individuals_pattern_cells cells) and, for each followed column, how it changes
+between an individual's consecutive rows, per clock value of the first (queries.Transitions: at most
+theta - 1 pairs an individual, in distinct cells since the clock is distinct per individual, so
+sqrt(theta - 1) in L2; a column with more than individuals_stays_codes codes has only whether it stays
+measured).  After every other stage
+it links the synthetic rows into individuals along the clock (lib/records/linking.py):
 
 * rows of one individual agree on every stable column, and each advancing column moves by the clock's
   difference (a row follows another only if the moved value falls in its bin; the value is then set to it);
-* rows per individual and first clock values follow the noisy counts, fitted to the synthetic rows per clock
-  value;
+* the clock values of individuals' rows (gaps included) follow the noisy counts, fitted to the synthetic rows
+  per clock value;
 * a link's cost is minus the log-score of its followed columns' changes under the noisy transitions (shrunk
   by their noise toward "keep the code at the noisy share that stays, else draw the next year's marginal");
 * where followed columns are also group columns (PUMA, with groups PUMA × YEAR), they are the individuals'
@@ -29,9 +31,10 @@ only stable and advancing codes of continuing rows change (every group keeps its
 log says how many rows changed).  The values of advancing and stable numeric columns move to their individual's
 (within the bin they now hold).  Post-processing but for the two measurements.
 
-Synthetic individuals occupy consecutive clock values.  A real individual with a gap (rows in 2015 and 2017
-only) is measured as it is: its rows count in its span, and the pair 2015 → 2017 counts as a transition from
-2015; its synthetic counterpart is linked 2015 → 2016 instead.
+A real individual with a gap (rows in 2015 and 2017 only) counts in its own pattern, and the pair 2015 → 2017
+counts as a transition from 2015; a synthetic individual planned with that gap is linked 2015 → 2017, its link
+costed by the transitions from 2015.  Where the counts are by first clock value and rows, the gap is not seen
+and synthetic individuals occupy consecutive clock values.
 """
 from __future__ import annotations
 
@@ -43,13 +46,14 @@ import numpy as np
 
 from dpsyn.dataloader.encoding import Encoder
 from dpsyn.dataloader.individuals import Individual
+from dpsyn.lib.estimation.smoothing import toward_zero
 from dpsyn.lib.records.constraints import Boxes
-from dpsyn.lib.records.linking import NO_KEY, Homes, Rows, link, plan_spans
+from dpsyn.lib.records.linking import NO_KEY, Homes, Rows, consecutive, link, plan_patterns
 from dpsyn.lib.records.marginals import cell_index
 from dpsyn.lib.privacy.accounting import gaussian_sigma
 from dpsyn.lib.privacy.plan import Node
 from dpsyn.lib.privacy.private_table import PrivateTable
-from dpsyn.lib.privacy.queries import IndividualSpans, Transitions
+from dpsyn.lib.privacy.queries import IndividualPatterns, IndividualSpans, Transitions, clock_patterns
 from dpsyn.lib.privacy.unit import PrivacyUnit
 from dpsyn.lib.tuning import T
 from dpsyn.stages import Env, Records, Stage
@@ -103,8 +107,11 @@ class Linking:
                       f"{', '.join(unit.distinct) or 'none'})"]
 
     def queries(self, theta: int) -> list:
-        """The spans, then one transitions query per followed column."""
-        return [IndividualSpans(self.clock, self.ranks, theta)] + [
+        """The individuals by the clock values of their rows (by first value and rows where the sets of values
+        would be over individuals_pattern_cells cells), then one transitions query per followed column."""
+        many = len(clock_patterns(len(self.ranks), theta)) > T.individuals_pattern_cells
+        counts = IndividualSpans if many else IndividualPatterns
+        return [counts(self.clock, self.ranks, theta)] + [
             Transitions(c, self.clock, self.ranks, c in self.stays) for c in self.individual.follow]
 
     def shares(self) -> list[float]:
@@ -158,10 +165,8 @@ class IndividualLinks(Stage):
             if column not in records.raw:
                 records.raw[column] = encoder.coder(column).decode(records.codes[:, domain.index(column)], env.ctx.rng)
         keys = _Keys(records, position, linking, encoder)
-        spans = self.measured[0]
-        noisy = np.zeros(spans.noisy.shape)
-        noisy[ranks] = spans.noisy
-        plan = plan_spans(noisy, np.bincount(position, minlength=len(ranks)))
+        patterns, noisy = _patterns(self.measured[0], ranks)
+        plan = plan_patterns(noisy, patterns, np.bincount(position, minlength=len(ranks)))
         follow, stays = [], []
         home = _homes(env, individual)
         stay = np.ones(len(ranks))
@@ -176,8 +181,8 @@ class IndividualLinks(Stage):
                 follow.append((codes, changes.scores(codes, position)))
         homes = Homes(cell_index(records.codes[:, domain.indices(home)], domain.shape(home)), stay,
                       _Rewrites(keys, records.codes, env.structure.boxes)) if home else None
-        people = link(Rows(position, keys.key, keys, tuple(follow), tuple(stays), homes), plan, env.ctx.rng,
-                      T.individuals_piece)
+        people = link(Rows(position, keys.key, keys, tuple(follow), tuple(stays), homes), patterns, plan,
+                      env.ctx.rng, T.individuals_piece)
         first = _first_rows(people, position)
         codes = _take_keys(records.codes, first, position, keys)
         changed = int((codes != records.codes).any(axis=1).sum())
@@ -189,6 +194,23 @@ class IndividualLinks(Stage):
                      "took the stable and advancing codes of the individual they continue", " × ".join(home),
                      changed, 100 * changed / max(len(people), 1))
         return Records(codes, records.raw, people)
+
+
+def _patterns(measured, ranks: np.ndarray) -> tuple[tuple[tuple[int, ...], ...], np.ndarray]:
+    """The patterns (sorted clock positions) the individuals' noisy counts are by, and the counts: measured by
+    the positions of their rows, those of the patterns with a gap shrunk toward none (lib/estimation/smoothing.py
+    ``toward_zero``: where no one has gaps, as on Sprint 2, their cells are noise alone and go to nearly
+    nothing; where many have, they are kept nearly whole); or, measured by first clock code and rows, as the
+    patterns without gaps.  Post-processing."""
+    if isinstance(measured.query, IndividualPatterns):
+        patterns, noisy = measured.query.patterns(), np.asarray(measured.noisy, dtype=np.float64).copy()
+        gaps = np.array([p[-1] - p[0] + 1 > len(p) for p in patterns], dtype=bool)
+        noisy[gaps] = toward_zero(noisy[gaps], measured.sigma)[0]
+        return patterns, noisy
+    noisy = np.zeros(measured.noisy.shape)
+    noisy[ranks] = measured.noisy  # rows by position
+    patterns = consecutive(*noisy.shape)
+    return patterns, np.array([noisy[p[0], len(p) - 1] for p in patterns])
 
 
 def _homes(env: Env, individual: Individual) -> list[str]:

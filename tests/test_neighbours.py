@@ -13,8 +13,9 @@ import pytest
 from dpsyn.lib.records.domain import Domain
 from dpsyn.lib.privacy.accounting import Ledger
 from dpsyn.lib.privacy.private_table import PrivateRecords, PrivateTable
-from dpsyn.lib.privacy.queries import (QUERY_KINDS, CellHistogram, DependencyScores, IndividualSpans, Intervals,
-                                       LinearSums, LogisticGradients, Marginal, Moments, Thresholds, Transitions)
+from dpsyn.lib.privacy.queries import (QUERY_KINDS, CellHistogram, DependencyScores, IndividualPatterns, IndividualSpans,
+                                       Intervals, LinearSums, LogisticGradients, Marginal, Moments, Thresholds,
+                                       Transitions)
 from dpsyn.lib.privacy.unit import PrivacyUnit
 
 DOMAIN = Domain(("A", "B", "G", "X", "Y"), (3, 4, 2, 5, 5), {"X": (0.0, 100.0), "Y": (-5.0, 5.0)})
@@ -47,7 +48,8 @@ B_RANKS = (2, 0, 3, 1)  # B's codes in an order of their own: the clock of the q
 
 def by_individual(theta: int) -> list:
     """The queries over an individual's rows for ``theta`` (transitions need two rows)."""
-    spans = [IndividualSpans("B", B_RANKS, theta), IndividualSpans("G", (0, 1), theta)]
+    spans = [IndividualSpans("B", B_RANKS, theta), IndividualSpans("G", (0, 1), theta),
+             IndividualPatterns("B", B_RANKS, theta), IndividualPatterns("G", (0, 1), theta)]
     return spans + ([Transitions("A", "B", B_RANKS), Transitions("X", "B", B_RANKS, stays=True),
                      Transitions("A", "G", (1, 0))] if theta > 1 else [])
 BASE_ROWS, INDIVIDUALS = 200, 80
@@ -263,9 +265,9 @@ def test_an_individuals_pairs_reach_the_transition_bounds(theta):
     pairs = min(theta, 4) - 1
     assert np.sqrt((change ** 2).sum()) == pytest.approx(np.sqrt(pairs))
     assert by_b.sensitivity(PrivacyUnit(theta, ("B",))).l2 == pytest.approx(np.sqrt(theta - 1))
-    spans = IndividualSpans("B", B_RANKS, theta)
-    change = exact(distinct_table(d2, theta), spans) - exact(distinct_table(d, theta), spans)
-    assert np.abs(change).sum() == 1
+    for spans in (IndividualSpans("B", B_RANKS, theta), IndividualPatterns("B", B_RANKS, theta)):
+        change = exact(distinct_table(d2, theta), spans) - exact(distinct_table(d, theta), spans)
+        assert np.abs(change).sum() == 1
 
 
 def test_queries_over_individuals_need_their_ids():
@@ -302,3 +304,9 @@ def test_spans_and_transitions_on_a_tiny_table():
     assert (moves == expected).all()
     stays = exact(private, Transitions("A", "B", B_RANKS, stays=True))
     assert (stays == [[0, 0], [0, 2], [0, 0], [0, 1]]).all()  # every pair moves: two from B 1, one from B 3
+    query = IndividualPatterns("B", B_RANKS, 3)
+    patterns = query.patterns()
+    assert len(patterns) == 4 + 6 + 4 and patterns[:4] == ((0,), (1,), (2,), (3,))
+    counts = dict(zip(patterns, exact(private, query)))
+    # positions are ranks: p holds B 0, 1, 3 (positions 2, 0, 1), q holds B 1, 2 (positions 0, 3: a gap)
+    assert counts.pop((0, 1, 2)) == 1 and counts.pop((0, 3)) == 1 and not any(counts.values())

@@ -5,7 +5,7 @@ import pytest
 
 from dpsyn.dataloader.encoding import Encoder
 from dpsyn.dataloader.schema import parse_schema
-from dpsyn.lib.estimation.smoothing import denoise, kernel, shrink, smooth
+from dpsyn.lib.estimation.smoothing import denoise, kernel, shrink, smooth, toward_zero
 from dpsyn.lib.tuning import T
 from dpsyn.method.adaptive import Model
 
@@ -131,3 +131,20 @@ def test_from_public_records_a_noisy_marginal_is_pulled_toward_the_public_one_on
             assert np.abs(values - shape * 20).sum() < np.abs(noisy - shape * 20).sum()
         else:
             assert np.array_equal(values, noisy) and not model.smoothing[(0,)]
+
+
+def test_counts_mostly_noise_go_toward_zero_and_large_ones_stay():
+    """Over seeds: 40 empty cells plus noise lose most of it (squared error well below the noise's); 40 cells of
+    counts far above the noise keep a weight near 1; the weight is the formula's."""
+    rng = np.random.default_rng(0)
+    errors, weights = [], []
+    for _ in range(200):
+        noisy = rng.normal(0, 10.0, 40)
+        out, weight = toward_zero(noisy, 10.0)
+        assert weight == max(0.0, 1 - 38 * 100.0 / float((noisy ** 2).sum()))
+        errors.append(float((out ** 2).sum()) / float((noisy ** 2).sum()))
+        big = 1000.0 + rng.normal(0, 10.0, 40)
+        weights.append(toward_zero(big, 10.0)[1])
+    assert np.mean(errors) < 0.2 and min(weights) > 0.999
+    out, weight = toward_zero(np.array([5.0, -3.0]), 1.0)  # two cells: left alone
+    assert weight == 1.0 and (out == [5.0, -3.0]).all()

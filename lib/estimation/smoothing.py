@@ -80,6 +80,20 @@ def shrink(values: np.ndarray, sigma: float, toward: np.ndarray | None = None) -
     return guess + weight * (values - guess), weight, share
 
 
+def toward_zero(values: np.ndarray, sigma: float) -> tuple[np.ndarray, float]:
+    """``values`` (noisy counts, Gaussian noise of sd ``sigma`` per cell, n >= 3 cells) times the positive-part
+    James–Stein weight toward zero, w = max(0, 1 − (n − 2)σ²/||y||²), and w (1, the counts unchanged, for fewer
+    than 3 cells or no noise): where the counts are mostly noise (cells that are empty but for it) they go to
+    nearly nothing, where they stand well above it they are kept nearly whole; below the unshrunk squared error
+    in expectation (James and Stein 1961).  Post-processing: no privacy cost."""
+    values = np.asarray(values, dtype=np.float64)
+    if values.size < 3 or not sigma > 0:
+        return values, 1.0
+    power = float((values ** 2).sum())
+    weight = max(0.0, 1.0 - (values.size - 2) * sigma ** 2 / power) if power > 0 else 0.0
+    return weight * values, weight
+
+
 def denoise(values: np.ndarray, sigma: float, ordered: int) -> tuple[np.ndarray, str]:
     """A noisy 1-way marginal smoothed along its first ``ordered`` codes (``smooth``) or, where that does not
     pay (an unordered column, or a jagged one), shrunk toward the flat histogram (``shrink``); with what was

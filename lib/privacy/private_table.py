@@ -117,7 +117,7 @@ class PrivateRecords:
     the numeric columns whose values a query may read, and each row's individual (the ids' exact text, or
     None), or the same left on the Dask engine's workers (``loaded``, engine.Loaded, instead of the three).
     ``by_individual``: the private table keeps each bounded row's individual beside it, so that queries over
-    an individual's rows (queries.IndividualSpans, queries.Transitions) can be answered; ids are needed.
+    an individual's rows (queries.BY_INDIVIDUAL) can be answered; ids are needed.
     Held by the release and by the private table; a method never sees them."""
 
     codes: np.ndarray | None

@@ -629,6 +629,65 @@ class IndividualSpans:
         return f"individuals by first {self.clock} and rows (1 to {self.theta})"
 
 
+def clock_patterns(positions: int, theta: int) -> tuple[tuple[int, ...], ...]:
+    """Every set of 1 to ``theta`` of ``positions`` clock positions (sorted tuples), by size, then in
+    lexicographic order: the cells of ``IndividualPatterns``.  Public."""
+    return tuple(c for k in range(1, min(theta, positions) + 1) for c in itertools.combinations(range(positions), k))
+
+
+@dataclass(frozen=True)
+class IndividualPatterns:
+    """The number of individuals by the set of positions their rows hold on the clock (a code's position: its
+    rank in ``ranks``), of 1 to ``theta`` positions (the unit's theta), in the order ``clock_patterns`` gives:
+    an individual with rows in 2015, 2016 and 2018 counts in the cell of those three positions, where
+    ``IndividualSpans`` counts it as three rows from 2015.  An individual with more rows than theta (never so
+    after bounding) counts by its first theta in clock order.  Shape: (number of patterns,).  Reads each row's
+    individual: records without one are refused."""
+
+    clock: str
+    ranks: tuple[int, ...]
+    theta: int
+    integer = True
+    raw_columns = ()  # no raw numeric value is read: codes only
+
+    def patterns(self) -> tuple[tuple[int, ...], ...]:
+        return clock_patterns(len(self.ranks), self.theta)
+
+    def validate(self, domain: Domain) -> None:
+        _check_clock(domain, self.clock, self.ranks, f"individual patterns by {self.clock}")
+        if self.theta < 1:
+            raise ValueError("individual patterns need theta >= 1")
+        if len(self.ranks) > 62:
+            raise ValueError(f"individual patterns by {self.clock}: at most 62 clock values")
+
+    def shape(self, domain: Domain) -> tuple[int, ...]:
+        return (len(self.patterns()),)
+
+    def answer(self, records: DomainRecords) -> np.ndarray:
+        individuals = _individuals(records, self.describe())
+        rank = np.asarray(self.ranks, dtype=np.int64)[records.codes[:, records.domain.index(self.clock)]]
+        order = np.lexsort((rank, individuals))  # by individual, then by clock
+        people, index = np.unique(individuals[order], return_inverse=True)
+        starts = np.searchsorted(index, np.arange(len(people)))
+        kept = np.arange(len(order)) - starts[index] < self.theta  # each individual's first theta rows
+        masks = np.zeros(len(people), dtype=np.int64)
+        np.bitwise_or.at(masks, index[kept], np.left_shift(1, rank[order][kept]))
+        known = np.array([sum(1 << t for t in p) for p in self.patterns()], dtype=np.int64)
+        sort = np.argsort(known)
+        cell = sort[np.searchsorted(known[sort], masks)]
+        return np.bincount(cell, minlength=len(known))
+
+    def sensitivity(self, unit: PrivacyUnit) -> Sensitivity:
+        if unit.theta != self.theta:
+            raise ValueError(f"{self.describe()} is for theta {self.theta}, the unit's is {unit.theta}")
+        return Sensitivity(1.0, 1.0, f"{self.describe()}: one individual is one count, in one cell (the positions "
+                                     f"of its rows after bounding to theta), so adding or removing one changes one "
+                                     f"count by 1")
+
+    def describe(self) -> str:
+        return f"individuals by the {self.clock} values of their rows (1 to {self.theta})"
+
+
 @dataclass(frozen=True)
 class Transitions:
     """For each pair of consecutive rows of one individual (its rows in the order ``ranks`` of ``clock``'s
@@ -689,9 +748,9 @@ class Transitions:
         return f"{'stays' if self.stays else 'transitions'} of {self.column} between consecutive {self.clock}"
 
 
-BY_INDIVIDUAL = (IndividualSpans, Transitions)  # the kinds that read each row's individual
+BY_INDIVIDUAL = (IndividualSpans, IndividualPatterns, Transitions)  # the kinds that read each row's individual
 
 QUERY_KINDS = (Marginal, Thresholds, LinearSums, DependencyScores, CellHistogram, Intervals, Moments,
-               LogisticGradients, IndividualSpans, Transitions)
+               LogisticGradients, IndividualSpans, IndividualPatterns, Transitions)
 Query = (Marginal | Thresholds | LinearSums | DependencyScores | CellHistogram | Intervals | Moments
-         | LogisticGradients | IndividualSpans | Transitions)
+         | LogisticGradients | IndividualSpans | IndividualPatterns | Transitions)

@@ -1,18 +1,19 @@
-"""Linking synthetic rows into individuals: rows of consecutive clock positions (years) chained so that the
-number of individuals by first position and length follows a planned table, only rows that may belong to one
-individual are linked, and each link's cost (how unlikely its changes are) is small.
+"""Linking synthetic rows into individuals: rows of clock positions (years) chained so that the number of
+individuals by pattern (the positions of their rows: consecutive, or with gaps) follows a planned table, only
+rows that may belong to one individual are linked, and each link's cost (how unlikely its changes are) is small.
 
 Everything here is post-processing of synthetic rows and released (noisy) answers: nothing reads private data.
 
-* ``plan_spans``: integer counts of individuals by first position and number of rows, rounded from the
-  least-squares fit to noisy counts that covers every position's rows exactly (one-row individuals take what
-  is left);
-* ``link``: position by position, the individuals planned to go on are matched to the next position's rows
-  of their own block (equal keys: what must agree between two rows of one individual) by a min-cost
-  assignment whose costs are perturbed by Gumbel noise (so that links are drawn, not always the likeliest);
-  blocks with many rows are cut into pieces of rows alike in the followed columns, matched alone;
-  where a block has no row for a planned link, an individual of another block that was planned to end goes
-  on instead, so each position keeps its planned number of links where the blocks allow it.
+* ``plan_patterns``: integer counts of individuals by pattern, rounded from the least-squares fit to noisy
+  counts that covers every position's rows exactly (one-row individuals take what is left); ``consecutive``
+  lists the patterns without gaps, for counts measured by first position and number of rows;
+* ``link``: position by position, the individuals planned to have their next row there (from the last
+  position, or across a gap) are matched to that position's rows of their own block (equal keys: what must
+  agree between two rows of one individual) by a min-cost assignment whose costs are perturbed by Gumbel
+  noise (so that links are drawn, not always the likeliest); blocks with many rows are cut into pieces of
+  rows alike in the followed columns, matched alone; where a block has no row for a planned link, an
+  individual of another block that was planned to end goes on instead, so each position keeps its planned
+  number of links where the blocks allow it.
 * where rows have homes (``Homes``: e.g. the area of a table synthesized per area and year), the share of
   individuals that stays home is matched first to the next position's rows of the same home, whatever their
   keys, at a cost in which one key change outweighs the spread of a piece's followed-column costs; such a
@@ -31,31 +32,37 @@ from scipy.optimize import LinearConstraint, linear_sum_assignment, minimize
 NO_KEY = -1  # a row whose individual cannot go on (no row could follow it)
 
 
-def coverage(positions: int, theta: int) -> np.ndarray:
-    """positions × (positions·theta) 0/1 matrix: which positions the span (first s, k rows), flattened as
-    s·theta + k - 1, covers; spans past the last position cover nothing (they are impossible)."""
-    out = np.zeros((positions, positions * theta))
-    for s in range(positions):
-        for k in range(1, min(theta, positions - s) + 1):
-            out[s:s + k, s * theta + k - 1] = 1
+def consecutive(positions: int, theta: int) -> tuple[tuple[int, ...], ...]:
+    """The patterns of individuals without gaps: first position s and k rows (1 to ``theta``) at s to s + k - 1,
+    in the order s * theta + k - 1, the spans past the last position left out."""
+    return tuple(tuple(range(s, s + k)) for s in range(positions) for k in range(1, theta + 1) if s + k <= positions)
+
+
+def coverage(patterns, positions: int) -> np.ndarray:
+    """positions × patterns 0/1 matrix: which positions each pattern (sorted positions) covers."""
+    out = np.zeros((positions, len(patterns)))
+    for i, pattern in enumerate(patterns):
+        out[list(pattern), i] = 1
     return out
 
 
-def plan_spans(noisy: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """Integer counts (positions × theta) of individuals by first position s and rows k (at positions s to
-    s + k - 1) whose spans cover each position t with exactly ``rows[t]`` rows: the real-valued plan nearest in
-    least squares to ``noisy`` (the same shape, any real values) under that constraint, its spans of two rows
-    or more rounded (down, then up where the remainder is at least a half and the rows allow), one-row
-    individuals taking the rows left.  Always feasible (one-row individuals alone)."""
-    positions, theta = noisy.shape
+def plan_patterns(noisy: np.ndarray, patterns, rows: np.ndarray) -> np.ndarray:
+    """Integer counts of individuals by pattern (``patterns``: the sorted positions of an individual's rows, every
+    one-position pattern among them) that cover each position t with exactly ``rows[t]`` rows: the real-valued
+    plan nearest in least squares to ``noisy`` (one real value a pattern) under that constraint, its patterns of
+    two rows or more rounded (down, then up where the remainder is at least a half and the rows allow),
+    one-row individuals taking the rows left.  Always feasible (one-row individuals alone)."""
+    positions = len(rows)
     rows = np.asarray(rows, dtype=np.int64)
-    cover = coverage(positions, theta)
+    cover = coverage(patterns, positions)
     noisy = np.asarray(noisy, dtype=np.float64)
-    # the spans of two rows or more are the unknowns y (>= 0); one-row individuals are what they leave, rows - C y,
-    # which must not be negative: least squares of both against the noisy counts
-    longer = cover.any(axis=0) & (np.arange(positions * theta) % theta > 0)
+    single = {p[0]: i for i, p in enumerate(patterns) if len(p) == 1}
+    singles = noisy[[single[t] for t in range(positions)]]
+    # the patterns of two rows or more are the unknowns y (>= 0); one-row individuals are what they leave,
+    # rows - C y, which must not be negative: least squares of both against the noisy counts
+    longer = np.array([len(p) > 1 for p in patterns], dtype=bool)
     c = cover[:, longer]
-    target, singles = noisy.ravel()[longer], noisy[:, 0]
+    target = noisy[longer]
 
     def loss(y: np.ndarray) -> tuple[float, np.ndarray]:
         left = rows - c @ y - singles
@@ -63,19 +70,18 @@ def plan_spans(noisy: np.ndarray, rows: np.ndarray) -> np.ndarray:
     start = np.zeros(int(longer.sum()))
     fitted_longer = minimize(loss, start, jac=True, method="SLSQP", bounds=[(0, None)] * len(start),
                              constraints=[LinearConstraint(c, -np.inf, rows)]).x if len(start) else start
-    fitted = np.zeros(positions * theta)
+    fitted = np.zeros(len(patterns))
     fitted[longer] = np.clip(fitted_longer, 0, None)
-    fitted = fitted.reshape(positions, theta)
     plan = np.floor(fitted).astype(np.int64)
-    plan[:, 0] = 0
-    left = rows - cover @ plan.ravel()  # rows no longer span covers (flooring only frees rows)
-    fraction = (fitted - plan).ravel()
-    for flat in np.argsort(-fraction, kind="stable"):  # round up the largest remainders that still fit
-        s, k = divmod(int(flat), theta)
-        if longer[flat] and fraction[flat] >= 0.5 and (left[s:s + k + 1] > 0).all():
-            plan[s, k] += 1
-            left[s:s + k + 1] -= 1
-    plan[:, 0] = left.astype(np.int64)
+    left = rows - cover @ plan  # rows no longer pattern covers (flooring only frees rows)
+    fraction = fitted - plan
+    for i in np.argsort(-fraction, kind="stable"):  # round up the largest remainders that still fit
+        at = list(patterns[i])
+        if longer[i] and fraction[i] >= 0.5 and (left[at] > 0).all():
+            plan[i] += 1
+            left[at] -= 1
+    for t, i in single.items():
+        plan[i] = int(left[t])
     return plan
 
 
@@ -109,37 +115,51 @@ class Homes:
     changes: Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 
-def link(rows: Rows, spans: np.ndarray, rng: np.random.Generator, piece: int = 400) -> np.ndarray:
+def link(rows: Rows, patterns, counts: np.ndarray, rng: np.random.Generator, piece: int = 400) -> np.ndarray:
     """Each row's individual (0, 1, ... in order of first appearance by position), the rows chained position
-    by position as ``spans`` (``plan_spans``: individuals by first position and rows) plans, as far as the keys
-    allow (module doc).  ``piece``: blocks with more rows on a side are cut into pieces of about this many
-    rows alike in the followed columns, each matched alone (an assignment's time grows with the cube of its
+    by position as ``counts`` (``plan_patterns``: individuals by ``patterns``, the sorted positions of their rows)
+    plans, as far as the keys allow (module doc): an individual whose next planned row is at t (after a gap or
+    not) is matched to a row at t.  ``piece``: blocks with more rows on a side are cut into pieces of about this
+    many rows alike in the followed columns, each matched alone (an assignment's time grows with the cube of its
     side)."""
     n = len(rows.position)
-    positions, theta = spans.shape
+    positions = int(rows.position.max()) + 1 if n else 0
     individual = np.full(n, -1, dtype=np.int64)
     first = np.arange(n)  # each row's individual's first row
-    left = np.zeros(n, dtype=np.int64)  # rows still planned to follow each row's individual
+    # each row's individual's planned pattern, and the position its next row is planned at: -1 none (it ends
+    # there, or its planned link could not be made), -2 the row has been followed
+    pattern = np.full(n, -1, dtype=np.int64)
+    next_at = np.full(n, -1, dtype=np.int64)
+    after = [{t: (p[i + 1] if i + 1 < len(p) else -1) for i, t in enumerate(p)} for p in patterns]
+    single = {p[0]: i for i, p in enumerate(patterns) if len(p) == 1}
     at = [rng.permutation(np.flatnonzero(rows.position == t)) for t in range(positions)]
     starts = 0
     for t in range(positions):
         if t > 0:
-            planned = int(sum(spans[s, k] for s in range(t) for k in range(t - s, theta)))  # spans over t-1 and t
-            members, following = at[t - 1], at[t]
+            planned = int(sum(c for p, c in zip(patterns, counts) if t in p and p[0] < t))  # individuals going on at t
+            # chains planned to go on at t (from any earlier position), then those planned to end at t - 1
+            members = np.concatenate([a[(next_at[a] == t) | ((s == t - 1) & (next_at[a] == -1))]
+                                      for s, a in enumerate(at[:t])])
+            going = next_at == t
+            following = at[t]
             wanted = rows.next_keys(first[members], t - 1)
             chains = _Chains(members, wanted)
             linked: list[tuple[int, int]] = []
             if rows.homes is not None:
-                linked, away = _home_links(rows, chains, following, left, rng, piece)
+                linked, away = _home_links(rows, chains, following, going, rng, piece)
                 done, taken = np.isin(members, [i for i, _ in linked]), np.isin(following, [j for _, j in linked])
                 chains, following = _Chains(members[~done], wanted[~done], away), following[~taken]
-            linked += _links(rows, chains, following, left, planned - len(linked), rng, piece)
+            linked += _links(rows, chains, following, going, planned - len(linked), rng, piece)
             for i, j in linked:
-                individual[j], first[j], left[j] = individual[i], first[i], max(left[i] - 1, 0)
+                individual[j], first[j], pattern[j] = individual[i], first[i], pattern[i]
+                next_at[j] = after[pattern[i]][t] if going[i] else -1
+                next_at[i] = -2
+            next_at[going & (next_at == t)] = -1  # planned links no row could take: those individuals end
         new = at[t][individual[at[t]] < 0]
-        lengths = np.repeat(np.arange(theta), spans[t])  # rows after the first, of each individual starting here
-        lengths = rng.permutation(lengths)[:len(new)]
-        left[new] = np.r_[lengths, np.zeros(len(new) - len(lengths), dtype=np.int64)]
+        here = [i for i, p in enumerate(patterns) if p[0] == t]
+        drawn = rng.permutation(np.repeat(np.asarray(here, dtype=np.int64), counts[here]))[:len(new)]
+        pattern[new] = np.r_[drawn, np.full(len(new) - len(drawn), single[t], dtype=np.int64)]
+        next_at[new] = [after[p][t] for p in pattern[new]]
         individual[new] = starts + np.arange(len(new))
         starts += len(new)
     return individual
@@ -154,10 +174,10 @@ class _Chains(NamedTuple):
     away: np.ndarray | None = None
 
 
-def _links(rows: Rows, current: _Chains, following: np.ndarray, left: np.ndarray, planned: int,
+def _links(rows: Rows, current: _Chains, following: np.ndarray, going: np.ndarray, planned: int,
            rng: np.random.Generator, piece: int) -> list[tuple[int, int]]:
-    """(row, next row) links between the rows of one position (``current``) and the rows ``following`` of the
-    next: within each block, every individual planned to go on (``left`` > 0) is matched if the block has a row
+    """(row, next row) links between the chains' last rows (``current``) and the rows ``following`` of the
+    next position: within each block, every individual planned to go on (``going``) is matched if the block has a row
     for it (one in ``current.away`` only to a row of another home); then, up to ``planned`` links in all, pairs
     of an individual planned to end and a row left over in its block, cheapest first."""
     out: list[tuple[int, int]] = []
@@ -171,7 +191,7 @@ def _links(rows: Rows, current: _Chains, following: np.ndarray, left: np.ndarray
         a, b = chains[_by_codes(rows, chains)], candidates[_by_codes(rows, candidates)]
         parts = max(1, -(-max(len(a), len(b)) // piece))
         for pa, pb in zip(np.array_split(a, parts), np.array_split(b, parts)):
-            go, stop = pa[left[pa] > 0], pa[left[pa] == 0]
+            go, stop = pa[going[pa]], pa[~going[pa]]
             taken = np.zeros(len(pb), dtype=bool)
             if len(go) and len(pb):
                 cost = _costs(rows, go, pb, rng)
@@ -195,7 +215,7 @@ def _links(rows: Rows, current: _Chains, following: np.ndarray, left: np.ndarray
     return out
 
 
-def _home_links(rows: Rows, current: _Chains, following: np.ndarray, left: np.ndarray, rng: np.random.Generator,
+def _home_links(rows: Rows, current: _Chains, following: np.ndarray, going: np.ndarray, rng: np.random.Generator,
                 piece: int) -> tuple[list[tuple[int, int]], np.ndarray]:
     """(row, next row) links within homes, and the rows whose individuals are to leave home.  Of the
     individuals planned to go on from each home, the share that stays (rounded at random) is matched to rows of
@@ -208,17 +228,17 @@ def _home_links(rows: Rows, current: _Chains, following: np.ndarray, left: np.nd
     homes = rows.homes
     assert homes is not None
     members, wanted, _ = current
-    going = (left[members] > 0) & (wanted != NO_KEY)
+    goes = going[members] & (wanted != NO_KEY)
     out: list[tuple[int, int]] = []
     away: list[np.ndarray] = []
-    if not going.any() or not len(following):
+    if not goes.any() or not len(following):
         return out, np.zeros(0, dtype=np.int64)
-    share = float(homes.stay[int(rows.position[members[0]])])
     by_home = _groups(homes.code[following], following)
-    for home, chains in _groups(homes.code[members[going]], np.flatnonzero(going)).items():
+    for home, chains in _groups(homes.code[members[goes]], np.flatnonzero(goes)).items():
         candidates = by_home.get(home)
         if candidates is None:
             continue
+        share = float(homes.stay[rows.position[members[chains]]].mean())  # each from its own position
         staying = int(np.floor(share * len(chains) + rng.random()))
         away.append(members[chains[staying:]])
         chains = chains[:staying]  # indices into members
@@ -273,9 +293,9 @@ def _by_codes(rows: Rows, members: np.ndarray, keys: np.ndarray | None = None) -
 def _costs(rows: Rows, a: np.ndarray, b: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """|a| × |b|: minus the log-scores of each link's changes in the followed columns, minus Gumbel noise."""
     cost = -rng.gumbel(size=(len(a), len(b)))
-    t = int(rows.position[a[0]])  # one position: the rows of a link come from one clock value
+    t = rows.position[a]  # each chain's last row's position (after a gap, earlier than the others')
     for codes, logp in rows.follow:
-        cost -= logp[t][codes[a][:, None], codes[b][None, :]]
+        cost -= logp[t[:, None], codes[a][:, None], codes[b][None, :]]
     for codes, scores in rows.stays:
         ca = codes[a][:, None]
         cost -= np.where(ca == codes[b][None, :], scores[t, codes[a], 0][:, None], scores[t, codes[a], 1][:, None])
