@@ -588,6 +588,15 @@ def _check_clock(domain: Domain, clock: str, ranks: tuple[int, ...], what: str) 
         raise ValueError(f"{what}: ranks must order every code of {clock} once")
 
 
+def _one_count(query: "IndividualSpans | IndividualPatterns", unit: PrivacyUnit, cell: str) -> Sensitivity:
+    """The sensitivity of counts of individuals, each one count in one cell (``cell`` says which): adding or
+    removing one changes one count by 1, L1 = L2 = 1 whatever theta (the query's theta must be the unit's)."""
+    if unit.theta != query.theta:
+        raise ValueError(f"{query.describe()} is for theta {query.theta}, the unit's is {unit.theta}")
+    return Sensitivity(1.0, 1.0, f"{query.describe()}: one individual is one count, in one cell ({cell}), so adding "
+                                 f"or removing one changes one count by 1")
+
+
 @dataclass(frozen=True)
 class IndividualSpans:
     """The number of individuals by the code of ``clock`` on their first row (first in the order ``ranks``,
@@ -619,11 +628,7 @@ class IndividualSpans:
         return np.bincount(first * self.theta + rows - 1, minlength=n_codes * self.theta).reshape(n_codes, self.theta)
 
     def sensitivity(self, unit: PrivacyUnit) -> Sensitivity:
-        if unit.theta != self.theta:
-            raise ValueError(f"{self.describe()} is for theta {self.theta}, the unit's is {unit.theta}")
-        return Sensitivity(1.0, 1.0, f"{self.describe()}: one individual is one count, in one cell (its first "
-                                     f"row and its number of rows after bounding to theta), so adding or removing "
-                                     f"one changes one count by 1")
+        return _one_count(self, unit, "its first row and its number of rows after bounding to theta")
 
     def describe(self) -> str:
         return f"individuals by first {self.clock} and rows (1 to {self.theta})"
@@ -678,11 +683,7 @@ class IndividualPatterns:
         return np.bincount(cell, minlength=len(known))
 
     def sensitivity(self, unit: PrivacyUnit) -> Sensitivity:
-        if unit.theta != self.theta:
-            raise ValueError(f"{self.describe()} is for theta {self.theta}, the unit's is {unit.theta}")
-        return Sensitivity(1.0, 1.0, f"{self.describe()}: one individual is one count, in one cell (the positions "
-                                     f"of its rows after bounding to theta), so adding or removing one changes one "
-                                     f"count by 1")
+        return _one_count(self, unit, "the positions of its rows after bounding to theta")
 
     def describe(self) -> str:
         return f"individuals by the {self.clock} values of their rows (1 to {self.theta})"
