@@ -679,7 +679,9 @@ class IndividualPatterns:
         np.bitwise_or.at(masks, index[kept], np.left_shift(1, rank[order][kept]))
         known = np.array([sum(1 << t for t in p) for p in self.patterns()], dtype=np.int64)
         sort = np.argsort(known)
-        cell = sort[np.searchsorted(known[sort], masks)]
+        at = np.searchsorted(known[sort], masks)
+        assert (known[sort][np.minimum(at, len(known) - 1)] == masks).all(), "every kept row set is a cell"
+        cell = sort[at]
         return np.bincount(cell, minlength=len(known))
 
     def sensitivity(self, unit: PrivacyUnit) -> Sensitivity:

@@ -239,6 +239,8 @@ def _home_links(rows: Rows, current: _Chains, following: np.ndarray, going: np.n
         if candidates is None:
             continue
         share = float(homes.stay[rows.position[members[chains]]].mean())  # each from its own position
+        if np.ptp(rows.position[members[chains]]) > 0:  # chains after a gap come first in members: stay at random
+            chains = chains[rng.permutation(len(chains))]
         staying = int(np.floor(share * len(chains) + rng.random()))
         away.append(members[chains[staying:]])
         chains = chains[:staying]  # indices into members
