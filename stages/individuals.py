@@ -109,7 +109,8 @@ class Linking:
     def queries(self, theta: int) -> list:
         """The individuals by the clock values of their rows (by first value and rows where the sets of values
         would be over individuals_pattern_cells cells), then one transitions query per followed column."""
-        sets = sum(math.comb(len(self.ranks), k) for k in range(1, min(theta, len(self.ranks)) + 1))  # counted
+        # counted, not listed: a long clock has too many sets to list
+        sets = sum(math.comb(len(self.ranks), k) for k in range(1, min(theta, len(self.ranks)) + 1))
         many = sets > T.individuals_pattern_cells
         counts = IndividualSpans if many else IndividualPatterns
         return [counts(self.clock, self.ranks, theta)] + [

@@ -130,7 +130,10 @@ def link(rows: Rows, patterns, counts: np.ndarray, rng: np.random.Generator, pie
     # there, or its planned link could not be made), -2 the row has been followed
     pattern = np.full(n, -1, dtype=np.int64)
     next_at = np.full(n, -1, dtype=np.int64)
-    after = [{t: (p[i + 1] if i + 1 < len(p) else -1) for i, t in enumerate(p)} for p in patterns]
+    # after[i, t]: the position after t in pattern i (-1: none, or t not in it)
+    after = np.full((len(patterns), max([positions] + [p[-1] + 1 for p in patterns])), -1, dtype=np.int64)
+    for i, p in enumerate(patterns):
+        after[i, list(p[:-1])] = p[1:]
     single = {p[0]: i for i, p in enumerate(patterns) if len(p) == 1}
     at = [rng.permutation(np.flatnonzero(rows.position == t)) for t in range(positions)]
     starts = 0
@@ -152,14 +155,14 @@ def link(rows: Rows, patterns, counts: np.ndarray, rng: np.random.Generator, pie
             linked += _links(rows, chains, following, going, planned - len(linked), rng, piece)
             for i, j in linked:
                 individual[j], first[j], pattern[j] = individual[i], first[i], pattern[i]
-                next_at[j] = after[pattern[i]][t] if going[i] else -1
+                next_at[j] = after[pattern[i], t] if going[i] else -1
                 next_at[i] = -2
             next_at[going & (next_at == t)] = -1  # planned links no row could take: those individuals end
         new = at[t][individual[at[t]] < 0]
         here = [i for i, p in enumerate(patterns) if p[0] == t]
         drawn = rng.permutation(np.repeat(np.asarray(here, dtype=np.int64), counts[here]))[:len(new)]
         pattern[new] = np.r_[drawn, np.full(len(new) - len(drawn), single[t], dtype=np.int64)]
-        next_at[new] = [after[p][t] for p in pattern[new]]
+        next_at[new] = after[pattern[new], t]
         individual[new] = starts + np.arange(len(new))
         starts += len(new)
     return individual
