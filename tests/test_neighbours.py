@@ -273,10 +273,17 @@ def test_an_individuals_pairs_reach_the_transition_bounds(theta):
 def test_queries_over_individuals_need_their_ids():
     d, _ = neighbours(3, False, 0)
     codes, numeric, _ = d
+    ids = d[2]
     no_ids = PrivateTable(PrivateRecords(codes, numeric), DOMAIN, PrivacyUnit(3), Ledger(1.0, 1e-9),
                           np.random.default_rng(0))
-    with pytest.raises(ValueError, match="needs each row's individual"):
-        no_ids.measure(IndividualSpans("B", B_RANKS, 3), 1e-3)
+    ids_not_held = PrivateTable(PrivateRecords(codes, numeric, ids), DOMAIN, PrivacyUnit(3), Ledger(1.0, 1e-9),
+                                np.random.default_rng(0), np.random.default_rng(99))
+    for private in (no_ids, ids_not_held):  # refused before any charge
+        for query in (IndividualSpans("B", B_RANKS, 3), IndividualPatterns("B", B_RANKS, 3),
+                      Transitions("A", "B", B_RANKS)):
+            with pytest.raises(ValueError, match="needs each row's individual"):
+                private.measure(query, 1e-3)
+        assert private._ledger.spent == 0.0 and not private._ledger.charges
     with pytest.raises(ValueError, match="needs ids"):
         PrivateTable(PrivateRecords(codes, numeric, by_individual=True), DOMAIN, PrivacyUnit(3), Ledger(1.0, 1e-9),
                      np.random.default_rng(0))

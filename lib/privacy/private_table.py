@@ -145,7 +145,7 @@ class PrivateTable:
     """
 
     __slots__ = ("domain", "__unit", "raw_columns", "_ledger", "_rng", "_released", "__engine", "__held",
-                 "__answers", "__sensitivities", "__shapes")
+                 "__by_individual", "__answers", "__sensitivities", "__shapes")
 
     def __init__(self, records: PrivateRecords, domain: Domain, unit: PrivacyUnit, ledger: Ledger,
                  rng: np.random.Generator, bound_rng: np.random.Generator | None = None,
@@ -191,6 +191,7 @@ class PrivateTable:
         self._ledger, self._rng = ledger, rng
         self._released: list[Measurement | Selection] = []
         self.__engine, self.__held = engine, held
+        self.__by_individual = records.by_individual  # public: whether queries over an individual's rows can be answered
         self.__answers: dict[Query, np.ndarray] = {}
         self.__sensitivities: dict[Query, Sensitivity] = {}
         self.__shapes: dict[Query, tuple[int, ...]] = {}
@@ -270,6 +271,9 @@ class PrivateTable:
             raise TypeError(f"the private table answers only {', '.join(k.__name__ for k in QUERY_KINDS)} "
                             f"queries, not {type(query).__name__}")
         query.validate(self.domain)
+        if isinstance(query, BY_INDIVIDUAL) and not self.__by_individual:
+            raise ValueError(f"{query.describe()} needs each row's individual, which this table does not hold "
+                             f"(it holds them only when built with ids and by_individual)")
         missing = [c for c in query.raw_columns if c not in self.raw_columns]
         if missing:
             raise ValueError(f"{query.describe()} reads the raw values of {', '.join(missing)}, which this table "
