@@ -12,8 +12,9 @@ BENCH_DATA).  It runs, each dataset in its own process (``--workers`` at a time)
 * the moments' noise floor: ``bench/moment_floor.py``;
 
 and writes one page of tables with the commands that made them (the "## Scale", "## Generalization suite",
-"## SDNist" and "## Synthetic individuals" sections, which ``bench/bench_scale.py``, ``bench/generalization.py``,
-``bench/sdnist_report.py`` and ``bench/individuals.py`` write, are kept as they are).  History stays in git.
+"## Ceiling", "## SDNist", "## Synthetic individuals" and "## Peers against their reference scripts" sections,
+which ``bench/bench_scale.py``, ``bench/generalization.py``, ``bench/ceiling.py``, ``bench/sdnist_report.py``,
+``bench/individuals.py`` and ``bench/peer_check.py`` write, are kept as they are).  History stays in git.
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 from bench import sections  # noqa: E402
 from bench.bench_scale import SECTION as SCALE  # noqa: E402
+from bench.ceiling import SECTION as CEILING  # noqa: E402
 from bench.generalization import SECTION as GENERALIZATION  # noqa: E402
 from bench.individuals import SECTION as INDIVIDUALS  # noqa: E402
 from bench.peer_check import SECTION as PEER_CHECK  # noqa: E402
@@ -133,10 +135,10 @@ def main() -> None:
     with ThreadPoolExecutor(args.workers) as pool:
         tables = {name: lines for name, lines, _ in pool.map(lambda item: run(*item), commands.items())}
     old = args.out.read_text() if args.out.exists() else ""
-    # the sections other commands write (bench/bench_scale.py, bench/generalization.py, bench/sdnist_report.py,
-    # bench/individuals.py, bench/peer_check.py), kept as they are
-    kept = [text for text in (sections.existing(old, h) for h in (SCALE, GENERALIZATION, SDNIST, INDIVIDUALS,
-                                                                  PEER_CHECK)) if text]
+    # the sections other commands write (bench/bench_scale.py, bench/generalization.py, bench/ceiling.py,
+    # bench/sdnist_report.py, bench/individuals.py, bench/peer_check.py), kept as they are
+    kept = [text for text in (sections.existing(old, h) for h in (SCALE, GENERALIZATION, CEILING, SDNIST,
+                                                                  INDIVIDUALS, PEER_CHECK)) if text]
     args.out.write_text("\n\n".join(text.rstrip("\n") for text in [page(tables, commands, args.seeds, args.aim_cap),
                                                                    *kept]) + "\n")
     print(args.out)
