@@ -189,8 +189,9 @@ def adaptive_rounds(noise: float, pairs: float, has_public: bool, has_groups: bo
       1-way marginals at planner_poor_one_way_rounds rounds' rho (planner_poor_grouped_one_way_rounds with groups).
 
     Without public records, the final records come from the maximum-entropy fit where there are groups or the
-    pairs are mostly noise (without groups on an affordable budget GUM's records measured better,
-    docs/methods.md; from public records GUM's moves keep their structure)."""
+    pairs are mostly noise (without groups on an affordable budget GUM's records score better: they match the
+    measured marginals directly, where a draw from the fit adds its sampling noise; from public records GUM's
+    moves keep their structure)."""
     if noise < T.planner_two_way_noise:
         rounds = Rounds(T.adaptive_few_rounds_per_column)
     elif pairs < T.planner_rich_pair_noise:
