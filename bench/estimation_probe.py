@@ -1,4 +1,4 @@
-"""dpsyn's records against a graphical model fitted to the same released measurements (bench/RESULTS.md, issue 11).
+"""dpsyn's records against a graphical model fitted to the same released measurements.
 
 Each seed runs one dpsyn release through the API and keeps what it released (``RunRelease.measurements``:
 every noisy marginal with its noise sd).  private-pgm's estimator (mbi's mirror descent, as AIM and MST

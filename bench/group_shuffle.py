@@ -1,4 +1,4 @@
-"""The Sprint-2 score of the real table with its rows shuffled across groups (bench/RESULTS.md, issue 11).
+"""The Sprint-2 score of the real table with its rows shuffled across groups.
 
 Every group keeps its real number of rows, and its records are drawn at random from the whole real
 table (the non-group columns of a random permutation of the rows).  On the Sprint-2 generator

@@ -1,4 +1,4 @@
-"""All-or-nothing commits, refusals before any measurement, and inputs that used to crash (issue 47)."""
+"""All-or-nothing commits, refusals before any measurement, and inputs that used to crash."""
 import json
 import logging
 import os
