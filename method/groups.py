@@ -75,9 +75,9 @@ def smoothed_counts(noisy: np.ndarray, sigma: float, columns: tuple[str, ...]) -
     many small groups, each group's count borrows from its row and column totals.  Post-processing."""
     shrunk = shrink_counts(noisy, sigma)
     kept = ", ".join(f"{c} totals {w:.0%}" for c, w in zip(columns, shrunk.margins))
-    log.info("group counts (noise sd %.3g rows each): each group's count moved toward what %s predict, keeping "
+    log.info("group counts (noise sd %.3g rows each): each group's count moved toward what %s, keeping "
              "%.0f%% of its difference from that prediction (the noisier the counts, the less; %s)", sigma,
-             "the mean count" if len(columns) == 1 else "the " + " and ".join(columns) + " totals",
+             "the mean count predicts" if len(columns) == 1 else "the " + " and ".join(columns) + " totals predict",
              100 * shrunk.cells, kept)
     return shrunk.values
 

@@ -100,8 +100,8 @@ def denoise(values: np.ndarray, sigma: float, ordered: int) -> tuple[np.ndarray,
     done in words ('' where nothing was).  Post-processing: no privacy cost."""
     out, bandwidth, share = smooth(values, sigma, ordered)
     if bandwidth:
-        return out, f"smoothed over {bandwidth:g} codes, estimated squared error {share:.2f} of the noise's"
+        return out, f"smoothed over {bandwidth:g} codes, estimated squared error {max(share, 0.0):.2f} of the noise's"
     out, weight, share = shrink(values, sigma)
     if weight < 1:
-        return out, f"shrunk {1 - weight:.0%} toward flat, estimated squared error {share:.2f} of the noise's"
+        return out, f"shrunk {1 - weight:.0%} toward flat, estimated squared error {max(share, 0.0):.2f} of the noise's"
     return out, ""
