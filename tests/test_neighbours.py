@@ -281,9 +281,9 @@ def test_queries_over_individuals_need_their_ids():
     for private in (no_ids, ids_not_held):  # refused before any charge
         for query in (IndividualSpans("B", B_RANKS, 3), IndividualPatterns("B", B_RANKS, 3),
                       Transitions("A", "B", B_RANKS)):
-            with pytest.raises(ValueError, match="needs each row's individual"):
+            with pytest.raises(ValueError, match="which this table does not hold"):
                 private.measure(query, 1e-3)
-        assert private._ledger.spent == 0.0 and not private._ledger.charges
+        assert private._ledger.spent == 0.0 and not private._ledger.charges and not private.released
     with pytest.raises(ValueError, match="needs ids"):
         PrivateTable(PrivateRecords(codes, numeric, by_individual=True), DOMAIN, PrivacyUnit(3), Ledger(1.0, 1e-9),
                      np.random.default_rng(0))

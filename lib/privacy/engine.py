@@ -267,7 +267,9 @@ class DaskEngine:
         import dask.dataframe as dd
         from dask.delayed import delayed
         self._domain = domain
-        if bound_rng is None:
+        if bound_rng is None:  # no ids: nothing to bound, and no individual to hold
+            if by_individual:
+                raise ValueError("holding each row's individual needs ids")
             return [self.client.submit(_as_records, piece, None, domain, False, pure=False) for piece in loaded.pieces]
         offsets = np.r_[0, np.cumsum(loaded.rows)].astype(np.int64)
         state = bound_rng.bit_generator.state
