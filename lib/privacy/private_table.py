@@ -137,9 +137,9 @@ class PrivateTable:
     individual with at most theta rows, as the parameters declare.  ``unit.distinct``: columns in which no two
     rows of one individual agree (bounding keeps one row per individual per combination of their codes first),
     which lowers the L2 sensitivity of queries whose cells include them: with theta > 1 it needs ids (the
-    table refuses it without: it could not be enforced).  Queries over an individual's rows (queries.BY_INDIVIDUAL)
-    need ``records.by_individual`` (with ids), else they are refused before any charge.  The unit is read-only once the table holds the
-    records.  ``engine`` (engine.py; default LocalEngine) bounds, holds and counts the records; loaded records
+    table refuses it without: it could not be enforced).  Queries over an individual's rows
+    (queries.BY_INDIVIDUAL) need ``records.by_individual`` (with ids), else they are refused before any charge.
+    The unit is read-only once the table holds the records.  ``engine`` (engine.py; default LocalEngine) bounds, holds and counts the records; loaded records
     are the engine's own, bounded there when they carry ids.  ``rng`` draws the noise (and the selections'
     randomness) and should be the table's own: nothing released should be drawn from it; ``ledger`` holds the
     run's budget.
@@ -192,7 +192,7 @@ class PrivateTable:
         self._ledger, self._rng = ledger, rng
         self._released: list[Measurement | Selection] = []
         self.__engine, self.__held = engine, held
-        self.__by_individual = records.by_individual  # public: whether queries over an individual's rows can be answered
+        self.__by_individual = records.by_individual  # public: whether queries over individuals can be answered
         self.__answers: dict[Query, np.ndarray] = {}
         self.__sensitivities: dict[Query, Sensitivity] = {}
         self.__shapes: dict[Query, tuple[int, ...]] = {}
