@@ -139,10 +139,10 @@ class PrivateTable:
     which lowers the L2 sensitivity of queries whose cells include them: with theta > 1 it needs ids (the
     table refuses it without: it could not be enforced).  Queries over an individual's rows
     (queries.BY_INDIVIDUAL) need ``records.by_individual`` (with ids), else they are refused before any charge.
-    The unit is read-only once the table holds the records.  ``engine`` (engine.py; default LocalEngine) bounds, holds and counts the records; loaded records
-    are the engine's own, bounded there when they carry ids.  ``rng`` draws the noise (and the selections'
-    randomness) and should be the table's own: nothing released should be drawn from it; ``ledger`` holds the
-    run's budget.
+    The unit is read-only once the table holds the records.  ``engine`` (engine.py; default LocalEngine)
+    bounds, holds and counts the records; loaded records are the engine's own, bounded there when they carry
+    ids.  ``rng`` draws the noise (and the selections' randomness) and should be the table's own: nothing
+    released should be drawn from it; ``ledger`` holds the run's budget.
     """
 
     __slots__ = ("domain", "__unit", "raw_columns", "_ledger", "_rng", "_released", "__engine", "__held",
