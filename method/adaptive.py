@@ -168,8 +168,8 @@ class Model:
             return memo[1], sigma
         if self.public is not None:
             out, weight, share = shrink(values, sigma, self.public_shape(key))
-            done = (f"{1 - weight:.0%} toward the public records', estimated squared error "
-                    f"{max(share, 0.0):.2f} of the noise's") if weight < 1 else ""
+            done = f"{1 - weight:.0%} toward the public records', estimated squared error {share:.2f} of the noise's" \
+                if weight < 1 else ""
         elif self.from_public or len(cols) != 1 or self.layout.coarse(key):
             return values, sigma
         else:

@@ -53,7 +53,7 @@ from dpsyn.lib.records.marginals import cell_index
 from dpsyn.lib.privacy.accounting import gaussian_sigma
 from dpsyn.lib.privacy.plan import Node
 from dpsyn.lib.privacy.private_table import PrivateTable
-from dpsyn.lib.privacy.queries import IndividualPatterns, IndividualSpans, Transitions
+from dpsyn.lib.privacy.queries import IndividualPatterns, IndividualSpans, Transitions, clock_pattern_count
 from dpsyn.lib.privacy.unit import PrivacyUnit
 from dpsyn.lib.tuning import T
 from dpsyn.stages import Env, Records, Stage
@@ -109,9 +109,7 @@ class Linking:
     def queries(self, theta: int) -> list:
         """The individuals by the clock values of their rows (by first value and rows where the sets of values
         would be over individuals_pattern_cells cells), then one transitions query per followed column."""
-        # counted, not listed: a long clock has too many sets to list
-        sets = sum(math.comb(len(self.ranks), k) for k in range(1, min(theta, len(self.ranks)) + 1))
-        many = sets > T.individuals_pattern_cells
+        many = clock_pattern_count(len(self.ranks), theta) > T.individuals_pattern_cells
         counts = IndividualSpans if many else IndividualPatterns
         return [counts(self.clock, self.ranks, theta)] + [
             Transitions(c, self.clock, self.ranks, c in self.stays) for c in self.individual.follow]

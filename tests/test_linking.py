@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from dpsyn import api
-from dpsyn.lib.privacy.queries import clock_patterns
+from dpsyn.lib.privacy.queries import clock_pattern_count, clock_patterns
 from dpsyn.lib.records.linking import NO_KEY, Homes, Rows, consecutive, coverage, link, plan_patterns
 from dpsyn.stages import individuals as stage
 
@@ -55,6 +55,12 @@ def test_a_feasible_plan_is_kept_as_measured():
     patterns = consecutive(3, 3)
     rows = coverage(patterns, 3) @ _counts(spans)
     assert (_spans(plan_patterns(_counts(spans).astype(float), patterns, rows.astype(np.int64)), 3, 3) == spans).all()
+
+
+def test_the_pattern_count_is_the_number_of_patterns_listed():
+    for positions in range(0, 9):
+        for theta in range(1, 10):
+            assert clock_pattern_count(positions, theta) == len(clock_patterns(positions, theta))
 
 
 def test_a_feasible_plan_with_gaps_is_kept_as_measured():

@@ -272,8 +272,7 @@ def test_an_individuals_pairs_reach_the_transition_bounds(theta):
 
 def test_queries_over_individuals_need_their_ids():
     d, _ = neighbours(3, False, 0)
-    codes, numeric, _ = d
-    ids = d[2]
+    codes, numeric, ids = d
     no_ids = PrivateTable(PrivateRecords(codes, numeric), DOMAIN, PrivacyUnit(3), Ledger(1.0, 1e-9),
                           np.random.default_rng(0))
     ids_not_held = PrivateTable(PrivateRecords(codes, numeric, ids), DOMAIN, PrivacyUnit(3), Ledger(1.0, 1e-9),

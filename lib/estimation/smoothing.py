@@ -37,8 +37,8 @@ def smooth(values: np.ndarray, sigma: float, ordered: int) -> tuple[np.ndarray, 
     """``values`` (noisy counts, Gaussian noise of sd ``sigma`` per code) with its first ``ordered``
     codes smoothed by the Gaussian kernel whose bandwidth minimises Stein's unbiased risk estimate,
     the codes after them (a null token, say) left alone.  Returns (counts, bandwidth, the estimated
-    squared error over the unsmoothed one); bandwidth 0 and the counts unchanged where no bandwidth
-    brings that share down to smoothing_risk_share.  Post-processing: no privacy cost."""
+    squared error over the unsmoothed one, at least 0: Stein's estimate can fall below it); bandwidth 0 and
+    the counts unchanged where no bandwidth brings that share down to smoothing_risk_share.  Post-processing: no privacy cost."""
     values = np.asarray(values, dtype=np.float64)
     if ordered < 3 or not sigma > 0:
         return values, 0.0, 1.0
@@ -53,7 +53,7 @@ def smooth(values: np.ndarray, sigma: float, ordered: int) -> tuple[np.ndarray, 
             best, best_bandwidth, best_share = out, bandwidth, share
     if best_share > T.smoothing_risk_share:
         return values, 0.0, best_share
-    return np.concatenate([best, values[ordered:]]), best_bandwidth, best_share
+    return np.concatenate([best, values[ordered:]]), best_bandwidth, max(best_share, 0.0)
 
 
 def shrink(values: np.ndarray, sigma: float, toward: np.ndarray | None = None) -> tuple[np.ndarray, float, float]:
@@ -63,8 +63,8 @@ def shrink(values: np.ndarray, sigma: float, toward: np.ndarray | None = None) -
     or by default the flat histogram.  Either way m = p·(1ᵀy) follows y along one direction, so the smoother's
     divergence is 1 + w(n−1) and w = max(0, 1 − (n−1)σ²/||y − m||²).  Where the noise swamps the answer's departures from the guess (a
     1-way marginal at a tiny budget), its spikes are noise and the guess is the better estimate; where it does
-    not, w is near 1.  Returns (counts, w, the estimated squared error over the unshrunk one); w = 1 and the
-    counts unchanged where that share is above smoothing_risk_share.  Post-processing: no privacy cost."""
+    not, w is near 1.  Returns (counts, w, the estimated squared error over the unshrunk one, at least 0); w = 1
+    and the counts unchanged where that share is above smoothing_risk_share.  Post-processing: no privacy cost."""
     values = np.asarray(values, dtype=np.float64)
     n = values.size
     if n < 3 or not sigma > 0:
@@ -77,7 +77,7 @@ def shrink(values: np.ndarray, sigma: float, toward: np.ndarray | None = None) -
     share = ((1 - weight) ** 2 * spread + 2 * sigma ** 2 * (1 + weight * (n - 1)) - base) / base
     if share > T.smoothing_risk_share:
         return values, 1.0, share
-    return guess + weight * (values - guess), weight, share
+    return guess + weight * (values - guess), weight, max(share, 0.0)
 
 
 def toward_zero(values: np.ndarray, sigma: float) -> tuple[np.ndarray, float]:
@@ -100,8 +100,8 @@ def denoise(values: np.ndarray, sigma: float, ordered: int) -> tuple[np.ndarray,
     done in words ('' where nothing was).  Post-processing: no privacy cost."""
     out, bandwidth, share = smooth(values, sigma, ordered)
     if bandwidth:
-        return out, f"smoothed over {bandwidth:g} codes, estimated squared error {max(share, 0.0):.2f} of the noise's"
+        return out, f"smoothed over {bandwidth:g} codes, estimated squared error {share:.2f} of the noise's"
     out, weight, share = shrink(values, sigma)
     if weight < 1:
-        return out, f"shrunk {1 - weight:.0%} toward flat, estimated squared error {max(share, 0.0):.2f} of the noise's"
+        return out, f"shrunk {1 - weight:.0%} toward flat, estimated squared error {share:.2f} of the noise's"
     return out, ""

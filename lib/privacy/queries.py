@@ -640,6 +640,12 @@ def clock_patterns(positions: int, theta: int) -> tuple[tuple[int, ...], ...]:
     return tuple(c for k in range(1, min(theta, positions) + 1) for c in itertools.combinations(range(positions), k))
 
 
+def clock_pattern_count(positions: int, theta: int) -> int:
+    """len(clock_patterns(positions, theta)), counted rather than listed (a long clock has too many sets to
+    list).  Public."""
+    return sum(math.comb(positions, k) for k in range(1, min(theta, positions) + 1))
+
+
 @dataclass(frozen=True)
 class IndividualPatterns:
     """The number of individuals by the set of positions their rows hold on the clock (a code's position: its
@@ -679,8 +685,9 @@ class IndividualPatterns:
         np.bitwise_or.at(masks, index[kept], np.left_shift(1, rank[order][kept]))
         known = np.array([sum(1 << t for t in p) for p in self.patterns()], dtype=np.int64)
         sort = np.argsort(known)
-        at = np.searchsorted(known[sort], masks)
-        assert (known[sort][np.minimum(at, len(known) - 1)] == masks).all(), "every kept row set is a cell"
+        ordered = known[sort]
+        at = np.searchsorted(ordered, masks)
+        assert (ordered[np.minimum(at, len(known) - 1)] == masks).all(), "every kept row set is a cell"
         cell = sort[at]
         return np.bincount(cell, minlength=len(known))
 
