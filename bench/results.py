@@ -1,12 +1,13 @@
 """Regenerate bench/RESULTS.md: the current tables, every one from a bench command this script runs.
 
-    python bench/results.py [--seeds 3] [--aim-cap 60] [--workers 2] [--out bench/RESULTS.md]
+    python bench/results.py [--seeds 3] [--aim-cap 60] [--workers 2] [--reuse METHOD ...] [--out bench/RESULTS.md]
 
 Needs the peers (``pip install -r requirements-bench.txt``) and the datasets of ../shared/data (or
 BENCH_DATA).  It runs, each dataset in its own process (``--workers`` at a time):
 
-* accuracy, dataset × method × ε: ``bench/run_bench.py --datasets D --methods dpsyn histogram mst aim
-  --eps 0.1 1 10 --seeds S --aim-cap C`` for the demo, adult, ct_drug_deaths and acs_split;
+* accuracy, dataset × method × ε: ``bench/run_bench.py --datasets D --methods M --eps 0.1 1 10 --seeds S``
+  (AIM: ``--aim-cap C``) for the demo, adult, ct_drug_deaths and acs_split and M each of dpsyn, histogram, MST
+  and AIM (``--reuse M``: M's rows of an earlier run are kept, from bench/out/results/ or else from the page);
 * reweighting: ``bench/run_bench.py --datasets adult_raw demo --methods dpsyn dpsyn+reweight --eps 1 10``
   and the paper's setting (adult_raw, five moments, half of ε = 2's ρ);
 * the moments' noise floor: ``bench/moment_floor.py``;
@@ -31,13 +32,15 @@ sys.path.insert(0, str(ROOT))
 from bench import sections  # noqa: E402
 from bench.bench_scale import SECTION as SCALE  # noqa: E402
 from bench.ceiling import SECTION as CEILING  # noqa: E402
-from bench.generalization import SECTION as GENERALIZATION  # noqa: E402
+from bench.generalization import SECTION as GENERALIZATION, page_tables  # noqa: E402
 from bench.individuals import SECTION as INDIVIDUALS  # noqa: E402
 from bench.peer_check import SECTION as PEER_CHECK  # noqa: E402
 from bench.sdnist_report import SECTION as SDNIST  # noqa: E402
 
 OUT = HERE / "out" / "results"
 ACCURACY = ("demo", "adult", "ct_drug_deaths", "acs_split")
+METHODS = ("dpsyn", "histogram", "mst", "aim")
+HEADING = "## Accuracy: every dataset, our methods and the peers"
 PAPER_MOMENTS = "moments:age,education-num,hours-per-week,capital-gain,capital-loss"
 
 
@@ -45,9 +48,9 @@ def jobs(seeds: int, aim_cap: float | None) -> dict[str, list[str]]:
     """Each table's bench command (arguments after the python interpreter)."""
     run = [str(HERE / "run_bench.py")]
     cap = [] if aim_cap is None else ["--aim-cap", f"{aim_cap:g}"]
-    out = {f"accuracy_{d}": run + ["--datasets", d, "--methods", "dpsyn", "histogram", "mst", "aim",
-                                   "--eps", "0.1", "1", "10", "--seeds", str(seeds)] + cap
-           for d in ACCURACY}
+    out = {f"accuracy_{d}_{m}": run + ["--datasets", d, "--methods", m, "--eps", "0.1", "1", "10",
+                                       "--seeds", str(seeds)] + (cap if m == "aim" else [])
+           for d in ACCURACY for m in METHODS}
     out["reweight"] = run + ["--datasets", "adult_raw", "demo", "--methods", "dpsyn", "dpsyn+reweight",
                              "--eps", "1", "10", "--seeds", str(seeds)]
     out["reweight_paper"] = run + ["--datasets", "adult_raw", "--methods", "dpsyn", "dpsyn+reweight", "--eps", "2",
@@ -74,7 +77,10 @@ def command(argv: list[str]) -> str:
 
 
 def page(tables: dict[str, list[str]], commands: dict[str, list[str]], seeds: int, aim_cap: float | None) -> str:
-    accuracy = tables[f"accuracy_{ACCURACY[0]}"][:2] + [row for d in ACCURACY for row in tables[f"accuracy_{d}"][2:]]
+    first = tables[f"accuracy_{ACCURACY[0]}_{METHODS[0]}"]
+    accuracy = first[:2] + [row for d in ACCURACY for m in METHODS for row in tables[f"accuracy_{d}_{m}"][2:]]
+    runs = command(commands[f"accuracy_{ACCURACY[0]}_aim"]).replace(f"--datasets {ACCURACY[0]} --methods aim",
+                                                                     "--datasets D --methods M")
     parts = [
         "# Benchmark results",
         "",
@@ -82,7 +88,7 @@ def page(tables: dict[str, list[str]], commands: dict[str, list[str]], seeds: in
         f"name (mean of {seeds} seeds; 2 cores, 24 GiB; benchmarks ran two at a time, so wall times are inflated). "
         "History is in git.",
         "",
-        "## Accuracy: every dataset, our methods and the peers",
+        HEADING,
         "",
         "Each run is one `api.release` call in a forked process, scored against the real table by the `score` "
         "command's code: Sprint-2 score (per PUMA × YEAR on the demo and acs_split, per year on ct_drug_deaths, "
@@ -96,7 +102,7 @@ def page(tables: dict[str, list[str]], commands: dict[str, list[str]], seeds: in
            f"{aim_cap:g} s and spent the rest of its budget in one last round" if aim_cap is not None else
            ", AIM uncapped") + ". The datasets are described in bench/run_bench.py.",
         "",
-        "Commands: " + "; ".join(f"`{command(commands[f'accuracy_{d}'])}`" for d in ACCURACY) + ".",
+        f"Command: `{runs}` (the cap for AIM only) for every dataset D and method M of the table.",
         "",
         *accuracy,
         "",
@@ -128,13 +134,28 @@ def main() -> None:
                         help="seconds of AIM's selection rounds (default none: the reference settings; a "
                              "capped table says it ran below them)")
     parser.add_argument("--workers", type=int, default=2, help="bench commands run at a time")
+    parser.add_argument("--reuse", nargs="*", default=[], choices=METHODS, metavar="METHOD",
+                        help="methods whose accuracy rows from an earlier run (bench/out/results/, else the page) are "
+                             "kept rather than run again (a peer's, when only our method changed)")
     parser.add_argument("--out", type=Path, default=HERE / "RESULTS.md")
     args = parser.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     commands = jobs(args.seeds, args.aim_cap)
-    with ThreadPoolExecutor(args.workers) as pool:
-        tables = {name: lines for name, lines, _ in pool.map(lambda item: run(*item), commands.items())}
     old = args.out.read_text() if args.out.exists() else ""
+    on_page = page_tables(sections.existing(old, HEADING))
+
+    def one(item: tuple[str, list[str]]) -> tuple[str, list[str]]:
+        name, argv = item
+        dataset, method = name.removeprefix("accuracy_").rsplit("_", 1) if name.startswith("accuracy_") else ("", "")
+        kept = OUT / f"{name}.md"
+        if method in args.reuse and kept.exists():
+            return name, [line for line in kept.read_text().splitlines() if line.startswith("|")]
+        if method in args.reuse and (dataset, method) in on_page:
+            return name, on_page[dataset, method]
+        return run(name, argv)[:2]
+
+    with ThreadPoolExecutor(args.workers) as pool:
+        tables = dict(pool.map(one, commands.items()))
     # the sections other commands write (bench/bench_scale.py, bench/generalization.py, bench/ceiling.py,
     # bench/sdnist_report.py, bench/individuals.py, bench/peer_check.py), kept as they are
     kept = [text for text in (sections.existing(old, h) for h in (SCALE, GENERALIZATION, CEILING, SDNIST,
