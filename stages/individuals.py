@@ -23,12 +23,14 @@ it links the synthetic rows into individuals along the clock (lib/records/linkin
   forbidden records, and such a follower takes its individual's codes; the others go on only in another home.
   Rows synthesized per group rarely hold, in one home, a row with exactly the codes a continuing individual
   needs: linked on equal codes alone, individuals would move home far more often than the noisy transitions
-  say.  Homes are off where a stable or advancing column is a group column or tied to others by the
-  parameters' structure.
+  say.  Those changes run one way (an individual of a rare code finds none of it left in its home and takes a
+  common one), so where every stable column is categorical, rows that start individuals in the same year take
+  back the stable codes the followers gave up (``_Balance``).  Homes are off where a stable or advancing column
+  is a group column or tied to others by the parameters' structure.
 
 Without homes, linking changes no code: every marginal of the synthetic rows stays as it was.  With homes,
-only stable and advancing codes of continuing rows change (every group keeps its rows and every other code; the
-log says how many rows changed).  The values of advancing and stable numeric columns move to their individual's
+only stable and advancing codes of continuing rows and stable codes of rows that start individuals change
+(every group keeps its rows and every other code; the log says how many rows changed).  The values of advancing and stable numeric columns move to their individual's
 (within the bin they now hold).  Post-processing but for the two measurements.
 
 A real individual with a gap (rows in 2015 and 2017 only) counts in its own pattern, and the pair 2015 → 2017
@@ -179,13 +181,17 @@ class IndividualLinks(Stage):
                 stays.append((codes, changes.stay_scores(codes, position)))
             else:
                 follow.append((codes, changes.scores(codes, position)))
-        homes = Homes(cell_index(records.codes[:, domain.indices(home)], domain.shape(home)), stay,
-                      _Rewrites(keys, records.codes, env.structure.boxes)) if home else None
+        home_code = cell_index(records.codes[:, domain.indices(home)], domain.shape(home)) if home else None
+        # a stable number carries its value (_carry_values): balancing is on only where every stable column is a
+        # category
+        balance = None if any(c in domain.ranges for c in individual.stable) else \
+            _Balance(keys, records.codes, home_code, env.structure.boxes)
+        homes = Homes(home_code, stay, _Rewrites(keys, records.codes, env.structure.boxes), balance) if home else None
         people = link(Rows(position, keys.key, keys, tuple(follow), tuple(stays), homes), patterns, plan,
                       env.ctx.rng, T.individuals_piece)
         first = _first_rows(people, position)
         codes = _take_keys(records.codes, first, position, keys)
-        changed = int((codes != records.codes).any(axis=1).sum())
+        changed = int(((codes != records.codes).any(axis=1) & ~keys.rekeyed).sum())
         _carry_values(records, first, position, linking, encoder)
         count = int(people.max()) + 1 if len(people) else 0
         log.info("linking: %d synthetic individuals, %.2f rows each", count, len(people) / max(count, 1))
@@ -193,6 +199,9 @@ class IndividualLinks(Stage):
             log.info("linking: individuals stay in their %s as the measured share says; %d synthetic rows (%.1f%%) "
                      "took the stable and advancing codes of the individual they continue", " × ".join(home),
                      changed, 100 * changed / max(len(people), 1))
+        if balance is not None:
+            log.info("linking: %d synthetic rows that start an individual took back stable codes that continuing "
+                     "rows of their %s gave up", int(keys.rekeyed.sum()), linking.clock)
         return Records(codes, records.raw, people)
 
 
@@ -233,6 +242,78 @@ def _homes(env: Env, individual: Individual) -> list[str]:
 
 
 @dataclass(frozen=True)
+class _Balance:
+    """``Homes.balance`` for the stage.  A follower that takes its individual's stable codes gives up its own: an
+    individual of a rare code finds no row of it left in its home and takes a common one, seldom the reverse, and
+    over the clock the rare codes would grow.  For each stable column a follower changed, a row that starts an
+    individual at the same position and holds the code the follower took takes the code the follower gave up
+    (every follower's home first, then any home; not where that would break an edit rule), so that the
+    position's counts of each stable column's codes stay as synthesized where such rows exist.  The starting
+    row's individual then carries its new codes (``_Keys.rekeyed``, ``_take_keys``).  Post-processing of
+    synthetic rows."""
+
+    keys: "_Keys"
+    codes: np.ndarray
+    home: np.ndarray
+    boxes: Boxes
+
+    def __call__(self, needed: np.ndarray, followers: np.ndarray, starting: np.ndarray,
+                 rng: np.random.Generator) -> None:
+        keys, stable = self.keys, self.keys.columns[:self.keys.moves]
+        if not len(stable) or not len(starting):
+            return
+        took = keys.digits(needed)[:, :len(stable)]
+        gave = self.codes[followers][:, stable]
+        order = starting[rng.permutation(len(starting))]
+        for c in range(len(stable)):
+            changed = rng.permutation(np.flatnonzero(took[:, c] != gave[:, c]))
+            if not len(changed):
+                continue
+            in_home: dict[tuple[int, int], list[int]] = {}  # (home, code held) -> starting rows, in ``order``
+            anywhere: dict[int, list[int]] = {}                # code held -> starting rows
+            for row, home, held in zip(order.tolist(), self.home[order].tolist(), keys.stable[c][order].tolist()):
+                in_home.setdefault((home, held), []).append(row)
+                anywhere.setdefault(held, []).append(row)
+            used = np.zeros(len(self.codes), dtype=bool)
+            # the rows a follower may take a code from, by (home or -1 for any, code held, code given where edit
+            # rules may forbid it)
+            pools: dict[tuple[int, int, int], list[int]] = {}
+            for here in (True, False):  # every follower's own home first, then any home
+                left = []
+                for f in changed:
+                    wanted, code = int(took[f, c]), int(gave[f, c])
+                    home = int(self.home[followers[f]]) if here else -1
+                    key = (home, wanted, code if self.boxes else -1)
+                    if key not in pools:
+                        rows = in_home.get((home, wanted), []) if here else anywhere.get(wanted, [])
+                        pools[key] = [r for r, ok in zip(rows, self._allowed(np.array(rows, dtype=np.int64), c, code))
+                                      if ok] if self.boxes else list(rows)
+                    pool = pools[key]
+                    while pool and used[pool[-1]]:
+                        pool.pop()
+                    if not pool:
+                        left.append(f)
+                        continue
+                    row = pool.pop()
+                    used[row] = True
+                    keys.stable[c][row] = code
+                    keys.rekeyed[row] = True
+                changed = left
+
+    def _allowed(self, rows: np.ndarray, c: int, code: int) -> np.ndarray:
+        """Which of ``rows`` keep every edit rule with their stable codes as they now are and stable column ``c``
+        set to ``code``."""
+        if not self.boxes or not len(rows):
+            return np.ones(len(rows), dtype=bool)
+        keys = self.keys
+        codes = self.codes[rows].copy()
+        for k, column in enumerate(keys.columns[:keys.moves]):
+            codes[:, column] = keys.stable[k][rows]
+        codes[:, keys.columns[c]] = code
+        return ~np.asarray(self.boxes.forbidden(codes), dtype=bool)
+
+
+@dataclass(frozen=True)
 class _Rewrites:
     """``Homes.changes`` for the stage: how far each row's stable and advancing codes are from each wanted key
     (``_Keys.changes``), infinite where the row with those codes would break an edit rule."""
@@ -268,6 +349,7 @@ class _Keys:
         self.sizes = np.asarray([domain.sizes[j] for j in self.columns], dtype=np.int64)
         self.key = self._combined(records.codes[:, self.columns])
         self.moves = len(stable)  # digits from here on are advancing columns' (ordered bins)
+        self.rekeyed = np.zeros(len(position), dtype=bool)  # rows starting an individual given other stable codes
 
     def __call__(self, first: np.ndarray, t: int) -> np.ndarray:
         if t + 1 >= len(self.times):
@@ -366,9 +448,13 @@ def _first_rows(people: np.ndarray, position: np.ndarray) -> np.ndarray:
 
 def _take_keys(codes: np.ndarray, first: np.ndarray, position: np.ndarray, keys: _Keys) -> np.ndarray:
     """``codes`` with each continuing row's stable and advancing codes those its individual needs at its
-    position (``keys``: its first row's stable codes and moved advancing values); unchanged where they already
-    are (always, where rows were linked on equal keys alone)."""
+    position (``keys``: its first row's stable codes and moved advancing values), and each first row's stable
+    codes those ``_Balance`` gave it; unchanged where they already are (always, where rows were linked on equal
+    keys alone)."""
     out = codes.copy()
+    given = np.flatnonzero(keys.rekeyed)
+    for c in range(keys.moves):
+        out[given, keys.columns[c]] = keys.stable[c][given]
     for t in range(1, int(position.max()) + 1 if len(position) else 0):
         rows = np.flatnonzero((position == t) & (first != np.arange(len(first))))
         wanted = keys(first[rows], t - 1)

@@ -3,6 +3,8 @@ force, the links on tiny tables with a known answer, and releases whose individu
 and advance their advancing ones (a property over seeds)."""
 import itertools
 import json
+from collections import Counter
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -228,7 +230,7 @@ def test_followed_group_columns_are_homes_and_linking_changes_only_stable_and_ad
     """AREA, fixed per real individual, is a group column and followed: synthetic individuals keep it as often as
     its noisy transitions say (near always), while their stable and advancing columns still hold, and so does the
     edit rule; linking changes no code of any other column (every group's rows and their followed codes stay as
-    synthesized)."""
+    synthesized), and each year keeps its counts of SEX, the stable column."""
     data = panel(800, 0)
     data["AREA"] = np.random.default_rng(1).integers(0, 3, data["id"].astype(int).max() + 1)[data["id"].astype(int)]
     data.loc[data["AGE"] < 18, "EMP"] = 0
@@ -249,6 +251,11 @@ def test_followed_group_columns_are_homes_and_linking_changes_only_stable_and_ad
     (before, after, columns), = seen
     others = [j for j in range(before.shape[1]) if j not in columns]
     assert (before[:, others] == after[:, others]).all() and (before != after).any()
+    names = list(run.table.columns)
+    # each year keeps its synthesized SEX counts, give or take a row or two (60 rows moved without _Balance)
+    year, sex = names.index("YEAR"), names.index("SEX")
+    counts = [Counter(zip(codes[:, year], codes[:, sex])) for codes in (before, after)]
+    assert sum(abs(counts[0][k] - counts[1][k]) for k in counts[0] | counts[1]) <= 2
     table = run.table.astype(str).apply(pd.to_numeric).assign(id=run.individuals).sort_values(["id", "YEAR"])
     same = table["id"].to_numpy()[1:] == table["id"].to_numpy()[:-1]
     assert same.sum() > 0.3 * len(table)
@@ -258,6 +265,33 @@ def test_followed_group_columns_are_homes_and_linking_changes_only_stable_and_ad
     step = table.groupby("id")[["YEAR", "AGE"]].diff().dropna()
     assert (step["AGE"] == step["YEAR"]).all() and (step["YEAR"] >= 1).all()
     assert not ((table["AGE"] < 18) & (table["EMP"] != 0)).any()
+
+
+def test_rows_starting_individuals_take_back_the_stable_codes_followers_gave_up():
+    """Followers 0, 1 and 5 (homes 0, 1 and 3) held code 0 and took their individuals' code 1.  Rows 2, 3 and 4 start
+    individuals with code 1: 2 gives it back in home 0, 3 in home 1, and 4 (home 2) for follower 5, whose home has
+    no such row; where an edit rule forbids row 4 code 0, it keeps 1.  Row 6 (code 1) follows without a change."""
+    def balance(boxes):
+        keys = SimpleNamespace(moves=1, columns=np.array([0]), digits=lambda k: np.asarray(k)[:, None],
+                               stable=[np.array([0, 0, 1, 1, 1, 0, 1])], rekeyed=np.zeros(7, dtype=bool))
+        codes = np.column_stack([keys.stable[0], np.arange(7)])  # the code, then the row's number
+        stage._Balance(keys, codes, np.array([0, 1, 0, 1, 2, 3, 0]), boxes)(
+            np.array([1, 1, 1, 1]), np.array([0, 1, 5, 6]), np.array([2, 3, 4]), np.random.default_rng(0))
+        return keys.stable[0].tolist(), keys.rekeyed.tolist()
+    assert balance(None) == ([0, 0, 0, 0, 0, 0, 1], [False, False, True, True, True, False, False])
+    rule = SimpleNamespace(forbidden=lambda codes: (codes[:, 0] == 0) & (codes[:, 1] == 4))
+    assert balance(rule) == ([0, 0, 0, 0, 1, 0, 1], [False, False, True, True, False, False, False])
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_starting_row_of_the_followers_home_gives_a_code_back_before_one_of_another(seed):
+    """Follower 0 (home 0) took code 1; rows 1 (home 1) and 2 (home 0) start individuals with code 1: row 2 takes
+    code 0, row 1 keeps 1."""
+    keys = SimpleNamespace(moves=1, columns=np.array([0]), digits=lambda k: np.asarray(k)[:, None],
+                           stable=[np.array([0, 1, 1])], rekeyed=np.zeros(3, dtype=bool))
+    stage._Balance(keys, keys.stable[0][:, None].copy(), np.array([0, 1, 0]), None)(
+        np.array([1]), np.array([0]), np.array([1, 2]), np.random.default_rng(seed))
+    assert keys.stable[0].tolist() == [0, 1, 0] and keys.rekeyed.tolist() == [False, False, True]
 
 
 def test_homes_are_off_where_the_structure_ties_a_stable_or_advancing_column():

@@ -19,7 +19,11 @@ Everything here is post-processing of synthetic rows and released (noisy) answer
   keys, at a cost in which one key change outweighs the spread of a piece's followed-column costs; such a
   follower then takes the key its individual needs (the caller rewrites it); the rest may go on only in
   another home.  Rows synthesized per home and year rarely hold, in one home, a row with exactly the key a
-  continuing individual needs; without homes, individuals would move home to keep their keys.
+  continuing individual needs; without homes, individuals would move home to keep their keys.  Those key changes
+  run one way (an individual of a rare key finds no row of it left in its home and takes a common one, seldom the
+  reverse), so where the caller can, it gives rows that start individuals at that position parts of the keys
+  the followers gave up (``Homes.balance``; the stage: their stable codes, column by column), so that a
+  position's rows keep those codes' counts where such rows exist.
 """
 from __future__ import annotations
 
@@ -107,12 +111,17 @@ class Rows:
 @dataclass(frozen=True)
 class Homes:
     """Each row's home (``code``), the share of individuals at each position that keep their home at the next
-    (``stay``, one per position), and ``changes(keys, rows)``: len(keys) × len(rows), how much each row changes
-    to take each key (0 where it has it; infinite where it may not take it)."""
+    (``stay``, one per position), ``changes(keys, rows)``: len(keys) × len(rows), how much each row changes
+    to take each key (0 where it has it; infinite where it may not take it), and, where given,
+    ``balance(needed, followers, starting, rng)``: called at each position after its links with the keys its
+    followers need, the followers and the rows that start individuals there; it may change what starting rows
+    hold (the caller's keys: ``Rows.next_keys`` then reads them) to give back what the followers' changes
+    took from the position."""
 
     code: np.ndarray
     stay: np.ndarray
     changes: Callable[[np.ndarray, np.ndarray], np.ndarray]
+    balance: Callable[[np.ndarray, np.ndarray, np.ndarray, np.random.Generator], None] | None = None
 
 
 def link(rows: Rows, patterns, counts: np.ndarray, rng: np.random.Generator, piece: int = 400) -> np.ndarray:
@@ -138,6 +147,7 @@ def link(rows: Rows, patterns, counts: np.ndarray, rng: np.random.Generator, pie
     at = [rng.permutation(np.flatnonzero(rows.position == t)) for t in range(positions)]
     starts = 0
     for t in range(positions):
+        linked: list[tuple[int, int]] = []
         if t > 0:
             planned = int(sum(c for p, c in zip(patterns, counts) if t in p and p[0] < t))  # individuals going on at t
             # chains planned to go on at t (from any earlier position), then those planned to end at t - 1
@@ -147,7 +157,6 @@ def link(rows: Rows, patterns, counts: np.ndarray, rng: np.random.Generator, pie
             following = at[t]
             wanted = rows.next_keys(first[members], t - 1)
             chains = _Chains(members, wanted)
-            linked: list[tuple[int, int]] = []
             if rows.homes is not None:
                 linked, away = _home_links(rows, chains, following, going, rng, piece)
                 done, taken = np.isin(members, [i for i, _ in linked]), np.isin(following, [j for _, j in linked])
@@ -159,6 +168,9 @@ def link(rows: Rows, patterns, counts: np.ndarray, rng: np.random.Generator, pie
                 next_at[i] = -2
             next_at[going & (next_at == t)] = -1  # planned links no row could take: those individuals end
         new = at[t][individual[at[t]] < 0]
+        if linked and rows.homes is not None and rows.homes.balance is not None:
+            followers = np.array([j for _, j in linked], dtype=np.int64)
+            rows.homes.balance(rows.next_keys(first[followers], t - 1), followers, new, rng)
         here = [i for i, p in enumerate(patterns) if p[0] == t]
         drawn = rng.permutation(np.repeat(np.asarray(here, dtype=np.int64), counts[here]))[:len(new)]
         pattern[new] = np.r_[drawn, np.full(len(new) - len(drawn), single[t], dtype=np.int64)]
