@@ -181,12 +181,14 @@ class IndividualLinks(Stage):
                 stays.append((codes, changes.stay_scores(codes, position)))
             else:
                 follow.append((codes, changes.scores(codes, position)))
-        home_code = cell_index(records.codes[:, domain.indices(home)], domain.shape(home)) if home else None
-        # a stable number carries its value (_carry_values): balancing is on only where every stable column is a
-        # category
-        balance = None if any(c in domain.ranges for c in individual.stable) else \
-            _Balance(keys, records.codes, home_code, env.structure.boxes)
-        homes = Homes(home_code, stay, _Rewrites(keys, records.codes, env.structure.boxes), balance) if home else None
+        homes = None
+        if home:
+            home_code = cell_index(records.codes[:, domain.indices(home)], domain.shape(home))
+            # a stable number carries its value (_carry_values): balancing is on only where every stable column
+            # is a category
+            balance = None if any(c in domain.ranges for c in individual.stable) else \
+                _Balance(keys, records.codes, home_code, env.structure.boxes)
+            homes = Homes(home_code, stay, _Rewrites(keys, records.codes, env.structure.boxes), balance)
         people = link(Rows(position, keys.key, keys, tuple(follow), tuple(stays), homes), patterns, plan,
                       env.ctx.rng, T.individuals_piece)
         first = _first_rows(people, position)
@@ -199,7 +201,7 @@ class IndividualLinks(Stage):
             log.info("linking: individuals stay in their %s as the measured share says; %d synthetic rows (%.1f%%) "
                      "took the stable and advancing codes of the individual they continue", " × ".join(home),
                      changed, 100 * changed / max(len(people), 1))
-        if balance is not None:
+        if homes is not None and homes.balance is not None:
             log.info("linking: %d synthetic rows that start an individual took back stable codes that continuing "
                      "rows of their %s gave up", int(keys.rekeyed.sum()), linking.clock)
         return Records(codes, records.raw, people)
@@ -266,7 +268,7 @@ class _Balance:
         gave = self.codes[followers][:, stable]
         order = starting[rng.permutation(len(starting))]
         for c in range(len(stable)):
-            changed = rng.permutation(np.flatnonzero(took[:, c] != gave[:, c]))
+            changed = rng.permutation(np.flatnonzero(took[:, c] != gave[:, c])).tolist()
             if not len(changed):
                 continue
             in_home: dict[tuple[int, int], list[int]] = {}  # (home, code held) -> starting rows, in ``order``
@@ -279,7 +281,7 @@ class _Balance:
             # rules may forbid it)
             pools: dict[tuple[int, int, int], list[int]] = {}
             for here in (True, False):  # every follower's own home first, then any home
-                left = []
+                left: list[int] = []
                 for f in changed:
                     wanted, code = int(took[f, c]), int(gave[f, c])
                     home = int(self.home[followers[f]]) if here else -1
