@@ -24,14 +24,15 @@ it links the synthetic rows into individuals along the clock (lib/records/linkin
   Rows synthesized per group rarely hold, in one home, a row with exactly the codes a continuing individual
   needs: linked on equal codes alone, individuals would move home far more often than the noisy transitions
   say.  Those changes run one way (an individual of a rare code finds none of it left in its home and takes a
-  common one), so where every stable column is categorical, rows that start individuals in the same year take
-  back the stable codes the followers gave up (``_Balance``).  Homes are off where a stable or advancing column
-  is a group column or tied to others by the parameters' structure.
+  common one), so where every stable column is categorical, rows that start individuals at the same clock
+  value take back the stable codes the followers gave up (``_Balance``).  Homes are off where a stable or
+  advancing column is a group column or tied to others by the parameters' structure.
 
 Without homes, linking changes no code: every marginal of the synthetic rows stays as it was.  With homes,
 only stable and advancing codes of continuing rows and stable codes of rows that start individuals change
-(every group keeps its rows and every other code; the log says how many rows changed).  The values of advancing and stable numeric columns move to their individual's
-(within the bin they now hold).  Post-processing but for the two measurements.
+(every group keeps its rows and every other code; the log says how many rows changed).  The values of
+advancing and stable numeric columns move to their individual's (within the bin they now hold).
+Post-processing but for the two measurements.
 
 A real individual with a gap (rows in 2015 and 2017 only) counts in its own pattern, and the pair 2015 → 2017
 counts as a transition from 2015; a synthetic individual planned with that gap is linked 2015 → 2017, its link
