@@ -143,10 +143,11 @@ def main() -> None:
     commands = jobs(args.seeds, args.aim_cap)
     old = args.out.read_text() if args.out.exists() else ""
     on_page = page_tables(sections.existing(old, HEADING))
+    accuracy = {f"accuracy_{d}_{m}": (d, m) for d in ACCURACY for m in METHODS}  # the jobs' names
 
     def one(item: tuple[str, list[str]]) -> tuple[str, list[str]]:
         name, argv = item
-        dataset, method = name.removeprefix("accuracy_").rsplit("_", 1) if name.startswith("accuracy_") else ("", "")
+        dataset, method = accuracy.get(name, ("", ""))
         kept = OUT / f"{name}.md"
         if method in args.reuse and kept.exists():
             return name, [line for line in kept.read_text().splitlines() if line.startswith("|")]

@@ -146,6 +146,7 @@ def link(rows: Rows, patterns, counts: np.ndarray, rng: np.random.Generator, pie
     single = {p[0]: i for i, p in enumerate(patterns) if len(p) == 1}
     at = [rng.permutation(np.flatnonzero(rows.position == t)) for t in range(positions)]
     starts = 0
+    needs = np.full(n, NO_KEY, dtype=np.int64)  # the key each chain's follower must have at this position
     for t in range(positions):
         linked: list[tuple[int, int]] = []
         if t > 0:
@@ -156,6 +157,7 @@ def link(rows: Rows, patterns, counts: np.ndarray, rng: np.random.Generator, pie
             going = next_at == t
             following = at[t]
             wanted = rows.next_keys(first[members], t - 1)
+            needs[members] = wanted
             chains = _Chains(members, wanted)
             if rows.homes is not None:
                 linked, away = _home_links(rows, chains, following, going, rng, piece)
@@ -169,8 +171,8 @@ def link(rows: Rows, patterns, counts: np.ndarray, rng: np.random.Generator, pie
             next_at[going & (next_at == t)] = -1  # planned links no row could take: those individuals end
         new = at[t][individual[at[t]] < 0]
         if linked and rows.homes is not None and rows.homes.balance is not None:
-            followers = np.array([j for _, j in linked], dtype=np.int64)
-            rows.homes.balance(rows.next_keys(first[followers], t - 1), followers, new, rng)
+            rows.homes.balance(needs[[i for i, _ in linked]], np.array([j for _, j in linked], dtype=np.int64), new,
+                               rng)
         here = [i for i, p in enumerate(patterns) if p[0] == t]
         drawn = rng.permutation(np.repeat(np.asarray(here, dtype=np.int64), counts[here]))[:len(new)]
         pattern[new] = np.r_[drawn, np.full(len(new) - len(drawn), single[t], dtype=np.int64)]
