@@ -70,6 +70,9 @@ TABLE: tuple[tuple[str, Any, str], ...] = (
      "linking: a followed column with more codes has only whether it stays measured, not its whole transitions"),
     ("individuals_piece", 400,
      "linking: rows per side of one assignment (larger blocks are cut into pieces of rows alike in followed columns)"),
+    ("individuals_steer", 4.0,
+     "linking: how hard a position's later home assignments make up for followed-column changes made too often or "
+     "too seldom before"),
     # method/dependent_pairs.py
     ("dependent_pairs_pairs", 3, "pairs of columns that depart most from independence, measured in the public regime"),
     ("dependent_pairs_select_share", 0.5, "share of that step's rho spent choosing the pairs"),

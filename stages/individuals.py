@@ -21,6 +21,9 @@ it links the synthetic rows into individuals along the clock (lib/records/linkin
   changes of stable and advancing codes (a stable column that differs counts 1, an advancing one its distance
   in bins; one change outweighs the spread of one link's followed-column costs), never into an edit rule's
   forbidden records, and such a follower takes its individual's codes; the others go on only in another home.
+  There the followed columns' costs only break ties between rows of few changes, so homes are matched one after
+  another, steered toward the noisy transitions' shares where the links made so far depart from them by more
+  than their noise (individuals_steer).
   Rows synthesized per group rarely hold, in one home, a row with exactly the codes a continuing individual
   needs: linked on equal codes alone, individuals would move home far more often than the noisy transitions
   say.  Those changes run one way (an individual of a rare code finds none of it left in its home and takes a
@@ -51,7 +54,7 @@ from dpsyn.dataloader.encoding import Encoder
 from dpsyn.dataloader.individuals import Individual
 from dpsyn.lib.estimation.smoothing import toward_zero
 from dpsyn.lib.records.constraints import Boxes
-from dpsyn.lib.records.linking import NO_KEY, Homes, Rows, consecutive, link, plan_patterns
+from dpsyn.lib.records.linking import NO_KEY, Homes, Rows, consecutive, grouped, link, plan_patterns
 from dpsyn.lib.records.marginals import cell_index
 from dpsyn.lib.privacy.accounting import gaussian_sigma
 from dpsyn.lib.privacy.plan import Node
@@ -170,7 +173,7 @@ class IndividualLinks(Stage):
         keys = _Keys(records, position, linking, encoder)
         patterns, noisy = _patterns(self.measured[0], ranks)
         plan = plan_patterns(noisy, patterns, np.bincount(position, minlength=len(ranks)))
-        follow, stays = [], []
+        follow, conditional, stays = [], [], []
         home = _homes(env, individual)
         stay = np.ones(len(ranks))
         for m in self.measured[1:]:
@@ -181,7 +184,9 @@ class IndividualLinks(Stage):
             if m.query.stays:
                 stays.append((codes, changes.stay_scores(codes, position)))
             else:
-                follow.append((codes, changes.scores(codes, position)))
+                scores, shares, noise = changes.scores(codes, position)
+                follow.append((codes, scores))
+                conditional.append((shares, noise))
         homes = None
         if home:
             home_code = cell_index(records.codes[:, domain.indices(home)], domain.shape(home))
@@ -190,8 +195,8 @@ class IndividualLinks(Stage):
             balance = None if any(c in domain.ranges for c in individual.stable) else \
                 _Balance(keys, records.codes, home_code, env.structure.boxes)
             homes = Homes(home_code, stay, _Rewrites(keys, records.codes, env.structure.boxes), balance)
-        people = link(Rows(position, keys.key, keys, tuple(follow), tuple(stays), homes), patterns, plan,
-                      env.ctx.rng, T.individuals_piece)
+        people = link(Rows(position, keys.key, keys, tuple(follow), tuple(stays), homes, tuple(conditional)), patterns,
+                      plan, env.ctx.rng, T.individuals_piece, T.individuals_steer)
         first = _first_rows(people, position)
         codes = _take_keys(records.codes, first, position, keys)
         changed = int(((codes != records.codes).any(axis=1) & ~keys.rekeyed).sum())
@@ -268,15 +273,15 @@ class _Balance:
         took = keys.digits(needed)[:, :len(stable)]
         gave = self.codes[followers][:, stable]
         order = starting[rng.permutation(len(starting))]
+        homes = self.home[order].astype(np.int64)
+        none = np.zeros(0, dtype=np.int64)
         for c in range(len(stable)):
             changed = rng.permutation(np.flatnonzero(took[:, c] != gave[:, c])).tolist()
             if not len(changed):
                 continue
-            in_home: dict[tuple[int, int], list[int]] = {}  # (home, code held) -> starting rows, in ``order``
-            anywhere: dict[int, list[int]] = {}                # code held -> starting rows
-            for row, home, held in zip(order.tolist(), self.home[order].tolist(), keys.stable[c][order].tolist()):
-                in_home.setdefault((home, held), []).append(row)
-                anywhere.setdefault(held, []).append(row)
+            held, size = keys.stable[c][order], int(keys.sizes[c])
+            in_home = grouped(homes * size + held, order)  # home × size + code held -> starting rows, in ``order``
+            anywhere = grouped(held, order)                 # code held -> starting rows
             used = np.zeros(len(self.codes), dtype=bool)
             # the rows a follower may take a code from, by (home or -1 for any, code held, code given where edit
             # rules may forbid it)
@@ -288,9 +293,8 @@ class _Balance:
                     home = int(self.home[followers[f]]) if here else -1
                     key = (home, wanted, code if self.boxes else -1)
                     if key not in pools:
-                        rows = in_home.get((home, wanted), []) if here else anywhere.get(wanted, [])
-                        pools[key] = [r for r, ok in zip(rows, self._allowed(np.array(rows, dtype=np.int64), c, code))
-                                      if ok] if self.boxes else list(rows)
+                        rows = in_home.get(home * size + wanted, none) if here else anywhere.get(wanted, none)
+                        pools[key] = (rows[self._allowed(rows, c, code)] if self.boxes else rows).tolist()
                     pool = pools[key]
                     while pool and used[pool[-1]]:
                         pool.pop()
@@ -379,11 +383,11 @@ class _Keys:
         """|wanted| × |keys|: how far a row of each key is from each wanted key: 1 for each stable column that
         differs, and the distance in bins of each advancing column."""
         a, b = self.digits(wanted), self.digits(keys)
-        out = np.zeros((len(wanted), len(keys)))
+        out = np.zeros((len(wanted), len(keys)), dtype=np.int64)  # whole numbers: summed exactly, then made floats
         for j in range(len(self.sizes)):
             gap = np.abs(a[:, j][:, None] - b[:, j][None, :])
             out += gap if j >= self.moves else gap > 0
-        return out
+        return out.astype(float)
 
 
 @dataclass(frozen=True)
@@ -415,10 +419,14 @@ class Changes:
         kept = counts[0] if counts.ndim == 1 else np.trace(counts)
         return min(kept / max(counts.sum(), 1.0), 1 - 1e-6), q / q.sum()
 
-    def scores(self, codes: np.ndarray, position: np.ndarray) -> np.ndarray:
-        """positions × codes × codes: the score of each change, from the whole noisy table."""
+    def scores(self, codes: np.ndarray, position: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """From the whole noisy table: positions × codes × codes, the score of each change; the same, the table's own
+        shares of each change a → b among the changes from a (counts clipped at 0 over their row's sum: what linking
+        steers toward; without the prior, which at small budgets is most of the scores and says nothing of who
+        changes); positions × codes, the noise sd of each row's shares (sigma over the row's sum; 1, steering
+        nothing, where the row is all zeros and from the last position, which starts no pair)."""
         k, positions = self.codes, len(self.noisy)
-        out = np.zeros((positions, k, k))
+        out, shares, noise = np.zeros((positions, k, k)), np.full((positions, k, k), 1 / k), np.ones((positions, k))
         for t in range(positions - 1):
             stay, q = self._prior(t, codes, position)
             prior = (1 - stay) * np.tile(q, (k, 1))
@@ -426,7 +434,10 @@ class Changes:
             counts, weight = np.clip(self.noisy[t], 0, None), self.sigma * math.sqrt(k)
             p = (counts + weight * prior) / (counts.sum(axis=1, keepdims=True) + weight)
             out[t] = np.log(np.clip(p, 1e-12, None)) - np.log(q)[None, :]
-        return out
+            n = counts.sum(axis=1)
+            shares[t][n > 0] = counts[n > 0] / n[n > 0, None]
+            noise[t][n > 0] = self.sigma / n[n > 0]
+        return out, shares, noise
 
     def stay_scores(self, codes: np.ndarray, position: np.ndarray) -> np.ndarray:
         """positions × codes × 2: the score of keeping code a (0) or changing it (1), from the prior alone."""

@@ -12,7 +12,7 @@ import pytest
 
 from dpsyn import api
 from dpsyn.lib.privacy.queries import clock_pattern_count, clock_patterns
-from dpsyn.lib.records.linking import NO_KEY, Homes, Rows, consecutive, coverage, link, plan_patterns
+from dpsyn.lib.records.linking import NO_KEY, Homes, Rows, _Steering, consecutive, coverage, link, plan_patterns
 from dpsyn.stages import individuals as stage
 
 
@@ -29,9 +29,9 @@ def _spans(counts: np.ndarray, positions: int, theta: int) -> np.ndarray:
     return out
 
 
-def _link(rows: Rows, spans: np.ndarray, rng: np.random.Generator, piece: int = 400) -> np.ndarray:
+def _link(rows: Rows, spans: np.ndarray, rng: np.random.Generator, piece: int = 400, steer: float = 0.0) -> np.ndarray:
     """``link`` with the individuals planned by first position and rows."""
-    return link(rows, consecutive(*spans.shape), _counts(spans), rng, piece)
+    return link(rows, consecutive(*spans.shape), _counts(spans), rng, piece, steer)
 
 
 def test_the_span_plan_covers_every_position_and_rounds_the_nearest_real_plan():
@@ -151,6 +151,42 @@ def test_a_key_change_outweighs_a_followed_columns_cost_and_the_rest_leave_home(
         assert sorted(halves.code[followers]) == [0, 1]
 
 
+def test_later_home_assignments_make_up_for_changes_earlier_ones_made_too_often():
+    """Ten homes, each with two individuals of code 0 at position 0 and rows of codes 0, 0, 1, 1 at position 1, all
+    staying home; the scores favour keeping code 0 (as scores off by their noise might) but P(1 | 0) is a half.
+    Each home is one assignment: unsteered, about 6 of the 20 links change code; steered, the later homes make up
+    for the earlier ones, about 9.  Steering at 0, or without shares, links as before; where the shares' noise is
+    twice their size, a tally steers nothing, where it is 0 it does; the rows' own scores never change."""
+    home = np.r_[np.repeat(np.arange(10), 2), np.repeat(np.arange(10), 4)]
+    codes = np.r_[np.zeros(20), np.tile([0, 0, 1, 1], 10)].astype(np.int64)
+    logp = np.zeros((2, 2, 2))
+    logp[0, 0] = [0.5, -0.5]
+    before = logp.copy()
+    homes = Homes(home, np.array([1.0, 0.0]), lambda keys, rows: np.zeros((len(keys), len(rows))))
+
+    def rows(noise: float | None) -> Rows:
+        return Rows(np.r_[np.zeros(20), np.ones(40)].astype(np.int64), np.zeros(60, dtype=np.int64),
+                    lambda first, t: np.zeros(len(first), dtype=np.int64), ((codes, logp),), homes=homes,
+                    conditional=() if noise is None else ((np.full((2, 2, 2), 0.5), np.full((2, 2), noise)),))
+    spans = np.array([[0, 20], [20, 0]])
+    plain = _link(rows(None), spans, np.random.default_rng(0))
+    assert (_link(rows(0.0), spans, np.random.default_rng(0), steer=0.0) == plain).all()
+    assert (_link(rows(None), spans, np.random.default_rng(0), steer=4.0) == plain).all()
+    changes = {}
+    for steer in (0.0, 4.0):
+        people = [_link(rows(0.0), spans, np.random.default_rng(seed), steer=steer) for seed in range(10)]
+        assert all(home[np.flatnonzero(p == p[i])[1]] == home[i] for p in people for i in range(20))
+        changes[steer] = [int(codes[[int(np.flatnonzero(p[20:] == p[i])[0]) + 20 for i in range(20)]].sum())
+                          for p in people]
+    assert np.mean(changes[0.0]) < 7 and np.mean(changes[4.0]) > 8.5, changes
+    assert all(abs(m - 10) <= 3 for m in changes[4.0]), changes
+    for noise, moved in ((1.0, False), (0.0, True)):
+        steering = _Steering(rows(noise), 4.0)
+        steering.tally(np.arange(10), np.arange(20, 30))  # ten links from code 0, to codes 0, 0, 1, 1, 0, ...
+        assert (steering.follow[0][1] != logp).any() == moved
+    assert (logp == before).all()
+
+
 def test_a_large_home_is_cut_where_the_keys_individuals_need_change():
     """Pieces of two: four individuals needing keys 1, 1, 2, 2 and six rows of keys 1, 1, 1, 1, 2, 2 in one home;
     every individual goes on with a row of the key it needs (cut by rank alone, one needing 2 would meet 1s)."""
@@ -252,10 +288,11 @@ def test_followed_group_columns_are_homes_and_linking_changes_only_stable_and_ad
     others = [j for j in range(before.shape[1]) if j not in columns]
     assert (before[:, others] == after[:, others]).all() and (before != after).any()
     names = list(run.table.columns)
-    # each year keeps its synthesized SEX counts, give or take a row or two (60 rows moved without _Balance)
+    # each year keeps its synthesized SEX counts, give or take a row or two (each row off counts twice below: 2
+    # here, 72 without _Balance)
     year, sex = names.index("YEAR"), names.index("SEX")
     counts = [Counter(zip(codes[:, year], codes[:, sex])) for codes in (before, after)]
-    assert sum(abs(counts[0][k] - counts[1][k]) for k in counts[0] | counts[1]) <= 2
+    assert sum(abs(counts[0][k] - counts[1][k]) for k in counts[0] | counts[1]) <= 4
     table = run.table.astype(str).apply(pd.to_numeric).assign(id=run.individuals).sort_values(["id", "YEAR"])
     same = table["id"].to_numpy()[1:] == table["id"].to_numpy()[:-1]
     assert same.sum() > 0.3 * len(table)
@@ -272,8 +309,9 @@ def test_rows_starting_individuals_take_back_the_stable_codes_followers_gave_up(
     individuals with code 1: 2 gives it back in home 0, 3 in home 1, and 4 (home 2) for follower 5, whose home has
     no such row; where an edit rule forbids row 4 code 0, it keeps 1.  Row 6 (code 1) follows without a change."""
     def balance(boxes):
-        keys = SimpleNamespace(moves=1, columns=np.array([0]), digits=lambda k: np.asarray(k)[:, None],
-                               stable=[np.array([0, 0, 1, 1, 1, 0, 1])], rekeyed=np.zeros(7, dtype=bool))
+        keys = SimpleNamespace(moves=1, columns=np.array([0]), sizes=np.array([2]),
+                               digits=lambda k: np.asarray(k)[:, None], stable=[np.array([0, 0, 1, 1, 1, 0, 1])],
+                               rekeyed=np.zeros(7, dtype=bool))
         codes = np.column_stack([keys.stable[0], np.arange(7)])  # the code, then the row's number
         stage._Balance(keys, codes, np.array([0, 1, 0, 1, 2, 3, 0]), boxes)(
             np.array([1, 1, 1, 1]), np.array([0, 1, 5, 6]), np.array([2, 3, 4]), np.random.default_rng(0))
@@ -287,8 +325,9 @@ def test_rows_starting_individuals_take_back_the_stable_codes_followers_gave_up(
 def test_a_starting_row_of_the_followers_home_gives_a_code_back_before_one_of_another(seed):
     """Follower 0 (home 0) took code 1; rows 1 (home 1) and 2 (home 0) start individuals with code 1: row 2 takes
     code 0, row 1 keeps 1."""
-    keys = SimpleNamespace(moves=1, columns=np.array([0]), digits=lambda k: np.asarray(k)[:, None],
-                           stable=[np.array([0, 1, 1])], rekeyed=np.zeros(3, dtype=bool))
+    keys = SimpleNamespace(moves=1, columns=np.array([0]), sizes=np.array([2]),
+                           digits=lambda k: np.asarray(k)[:, None], stable=[np.array([0, 1, 1])],
+                           rekeyed=np.zeros(3, dtype=bool))
     stage._Balance(keys, keys.stable[0][:, None].copy(), np.array([0, 1, 0]), None)(
         np.array([1]), np.array([0]), np.array([1, 2]), np.random.default_rng(seed))
     assert keys.stable[0].tolist() == [0, 1, 0] and keys.rekeyed.tolist() == [False, False, True]

@@ -23,7 +23,14 @@ Everything here is post-processing of synthetic rows and released (noisy) answer
   run one way (an individual of a rare key finds no row of it left in its home and takes a common one, seldom the
   reverse), so where the caller can, it gives rows that start individuals at that position parts of the keys
   the followers gave up (``Homes.balance``; the stage: their stable codes, column by column), so that a
-  position's rows keep those codes' counts where such rows exist.
+  position's rows keep those codes' counts where such rows exist.  Inside a home the key changes outweigh the
+  followed columns' costs, which then only break ties, and every home's assignment would lean the same way (the
+  changes its few rows of the needed keys happen to offer); where the caller gives each followed column's
+  conditional shares (``Rows.conditional``), a position's home assignments are steered toward them one after
+  another, the homes in a random order (``_Steering``): changes the earlier homes made too often cost more in
+  the next ones and those made too seldom less, by as much of the gap as exceeds the shares' noise.  Outside
+  homes the followed columns' costs decide each block's links and are not steered (a block's changes differ from
+  the pooled shares for reasons the shares do not see).
 """
 from __future__ import annotations
 
@@ -98,7 +105,10 @@ class Rows:
     codes, entry [t, a, b] for a row at t with code a followed by a row with code b (e.g. log P(b | a) / P(b): 0
     where the column's change is as likely as a row drawn at random), and for each column of many codes
     followed by whether it stays (``stays``) its codes and positions × codes × 2 log-scores, [t, a, 0] where a
-    row at t with code a is followed by the same code, [t, a, 1] by another."""
+    row at t with code a is followed by the same code, [t, a, 1] by another.  ``conditional``, where given: for
+    each followed column, positions × codes × codes, the share of an individual's rows at t with code a whose next
+    row has code b (each [t, a] sums to 1), toward which ``link`` steers the links it makes, and positions × codes,
+    the noise sd of each [t, a]'s entries."""
 
     position: np.ndarray
     key: np.ndarray
@@ -106,6 +116,7 @@ class Rows:
     follow: tuple[tuple[np.ndarray, np.ndarray], ...] = ()
     stays: tuple[tuple[np.ndarray, np.ndarray], ...] = ()
     homes: "Homes | None" = None
+    conditional: tuple[tuple[np.ndarray, np.ndarray], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -124,13 +135,15 @@ class Homes:
     balance: Callable[[np.ndarray, np.ndarray, np.ndarray, np.random.Generator], None] | None = None
 
 
-def link(rows: Rows, patterns, counts: np.ndarray, rng: np.random.Generator, piece: int = 400) -> np.ndarray:
+def link(rows: Rows, patterns, counts: np.ndarray, rng: np.random.Generator, piece: int = 400,
+         steer: float = 0.0) -> np.ndarray:
     """Each row's individual (0, 1, ... in order of first appearance by position), the rows chained position
     by position as ``counts`` (``plan_patterns``: individuals by ``patterns``, the sorted positions of their rows)
     plans, as far as the keys allow (module doc): an individual whose next planned row is at t (after a gap or
     not) is matched to a row at t.  ``piece``: blocks with more rows on a side are cut into pieces of about this
     many rows alike in the followed columns, each matched alone (an assignment's time grows with the cube of its
-    side)."""
+    side).  ``steer``: how hard each position's later home assignments make up for the changes its earlier ones
+    made too often or too seldom against ``rows.conditional`` (``_Steering``; 0: not at all)."""
     n = len(rows.position)
     positions = int(rows.position.max()) + 1 if n else 0
     individual = np.full(n, -1, dtype=np.int64)
@@ -160,7 +173,7 @@ def link(rows: Rows, patterns, counts: np.ndarray, rng: np.random.Generator, pie
             needs[members] = wanted
             chains = _Chains(members, wanted)
             if rows.homes is not None:
-                linked, away = _home_links(rows, chains, following, going, rng, piece)
+                linked, away = _home_links(rows, chains, following, going, rng, piece, _Steering(rows, steer))
                 done, taken = np.isin(members, [i for i, _ in linked]), np.isin(following, [j for _, j in linked])
                 chains, following = _Chains(members[~done], wanted[~done], away), following[~taken]
             linked += _links(rows, chains, following, going, planned - len(linked), rng, piece)
@@ -191,6 +204,39 @@ class _Chains(NamedTuple):
     away: np.ndarray | None = None
 
 
+class _Steering:
+    """The followed columns' log-scores (``follow``, what ``_costs`` reads) for one position's home assignments,
+    steered toward ``Rows.conditional``: ``made`` tallies the links made so far by their chain's position and codes
+    (a → b); for each code a, the gap between its tally times P(b | a) and ``made`` is kept only as far as it
+    exceeds P's noise (shrunk by the positive-part James-Stein factor 1 - codes × (tally × noise)² / Σ_b gap², one
+    factor for each a), ``due`` = ``made`` plus the kept gap, and after each assignment every score is the rows'
+    own minus ``step`` × log((made + 1) / (due + 1)), so changes made too often so far cost more in the next
+    assignments and those made too seldom less.  A chain after a gap is tallied and steered at its last row's
+    position, as ``_costs`` scores it.  Without conditionals or with step 0, the rows' own scores."""
+
+    def __init__(self, rows: Rows, step: float):
+        self.rows, self.step = rows, step if rows.conditional else 0.0
+        self.follow = tuple((codes, logp.copy()) for codes, logp in rows.follow) if self.step else rows.follow
+        self.made = [np.zeros(logp.shape) for _, logp in rows.follow] if self.step else []
+
+    def tally(self, a: np.ndarray, b: np.ndarray) -> None:
+        """Count the links (a[i], b[i]) just made and steer the scores of the positions they start from."""
+        if not self.step or not len(a):
+            return
+        t = self.rows.position[a]
+        for (codes, logp), (conditional, noise), made, (_, steered) in zip(
+                self.rows.follow, self.rows.conditional, self.made, self.follow, strict=True):
+            np.add.at(made, (t, codes[a], codes[b]), 1)
+            for s in np.unique(t):
+                tally = made[s].sum(axis=1, keepdims=True)
+                gap = tally * conditional[s] - made[s]
+                energy = (gap ** 2).sum(axis=1, keepdims=True)  # against its noise's: codes × (tally × noise)²
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    kept = np.where(energy > 0, np.clip(1 - gap.shape[1] * (tally * noise[s][:, None]) ** 2 / energy,
+                                                        0, 1), 0.0)
+                steered[s] = logp[s] - self.step * np.log((made[s] + 1) / (made[s] + gap * kept + 1))
+
+
 def _links(rows: Rows, current: _Chains, following: np.ndarray, going: np.ndarray, planned: int,
            rng: np.random.Generator, piece: int) -> list[tuple[int, int]]:
     """(row, next row) links between the chains' last rows (``current``) and the rows ``following`` of the
@@ -200,8 +246,8 @@ def _links(rows: Rows, current: _Chains, following: np.ndarray, going: np.ndarra
     out: list[tuple[int, int]] = []
     spare: list[tuple[float, int, int]] = []
     members, wanted, away = current
-    by_key = _groups(rows.key[following], following)
-    for key, chains in _groups(wanted[wanted != NO_KEY], members[wanted != NO_KEY]).items():
+    by_key = grouped(rows.key[following], following)
+    for key, chains in grouped(wanted[wanted != NO_KEY], members[wanted != NO_KEY]).items():
         candidates = by_key.get(key)
         if candidates is None:
             continue
@@ -211,7 +257,7 @@ def _links(rows: Rows, current: _Chains, following: np.ndarray, going: np.ndarra
             go, stop = pa[going[pa]], pa[~going[pa]]
             taken = np.zeros(len(pb), dtype=bool)
             if len(go) and len(pb):
-                cost = _costs(rows, go, pb, rng)
+                cost = _costs(rows, go, pb, rng, rows.follow)
                 home = np.zeros(cost.shape, dtype=bool)
                 if away is not None and rows.homes is not None:
                     home = np.isin(go, away)[:, None] & (rows.homes.code[go][:, None] == rows.homes.code[pb][None, :])
@@ -222,7 +268,7 @@ def _links(rows: Rows, current: _Chains, following: np.ndarray, going: np.ndarra
                 taken[c[kept]] = True
             rest = pb[~taken]
             if len(stop) and len(rest):
-                cost = _costs(rows, stop, rest, rng)
+                cost = _costs(rows, stop, rest, rng, rows.follow)
                 r, c = linear_sum_assignment(cost)
                 spare += [(float(cost[x, y]), int(stop[x]), int(rest[y])) for x, y in zip(r, c)]
     more = planned - len(out)
@@ -233,7 +279,7 @@ def _links(rows: Rows, current: _Chains, following: np.ndarray, going: np.ndarra
 
 
 def _home_links(rows: Rows, current: _Chains, following: np.ndarray, going: np.ndarray, rng: np.random.Generator,
-                piece: int) -> tuple[list[tuple[int, int]], np.ndarray]:
+                piece: int, steering: _Steering) -> tuple[list[tuple[int, int]], np.ndarray]:
     """(row, next row) links within homes, and the rows whose individuals are to leave home.  Of the
     individuals planned to go on from each home, the share that stays (rounded at random) is matched to rows of
     the next position in that home, at the followed columns' costs plus ``Homes.changes`` times one more than
@@ -241,7 +287,8 @@ def _home_links(rows: Rows, current: _Chains, following: np.ndarray, going: np.n
     the one with fewer key changes wins; a link whose change is infinite is not made.  The others are to leave
     (``_links`` links them elsewhere on equal keys, or not at all).  A home with more rows than ``piece`` on a
     side is cut into pieces of its individuals in order of the keys they need, each matched alone to the rows
-    whose keys fall in that piece's range."""
+    whose keys fall in that piece's range.  Costs are read from ``steering``, which tallies each assignment's
+    links."""
     homes = rows.homes
     assert homes is not None
     members, wanted, _ = current
@@ -250,8 +297,11 @@ def _home_links(rows: Rows, current: _Chains, following: np.ndarray, going: np.n
     away: list[np.ndarray] = []
     if not goes.any() or not len(following):
         return out, np.zeros(0, dtype=np.int64)
-    by_home = _groups(homes.code[following], following)
-    for home, chains in _groups(homes.code[members[goes]], np.flatnonzero(goes)).items():
+    by_home = grouped(homes.code[following], following)
+    leaving = list(grouped(homes.code[members[goes]], np.flatnonzero(goes)).items())
+    if steering.step:  # homes in a random order, so that the later ones, which the steering moves most, are any
+        leaving = [leaving[i] for i in rng.permutation(len(leaving))]
+    for home, chains in leaving:
         candidates = by_home.get(home)
         if candidates is None:
             continue
@@ -268,12 +318,15 @@ def _home_links(rows: Rows, current: _Chains, following: np.ndarray, going: np.n
         for pa, pb in zip(pieces, np.split(b, _cuts(wanted[a], rows.key[b], [len(p) for p in pieces]))):
             if not len(pb):
                 continue
-            cost = _costs(rows, members[pa], pb, rng)
+            cost = _costs(rows, members[pa], pb, rng, steering.follow)
             change = homes.changes(wanted[pa], pb)
             allowed = np.isfinite(change)
             change[~allowed] = change[allowed].max(initial=0.0) + 1  # worse than any allowed link; dropped below
             r, c = linear_sum_assignment(cost + change * (1 + np.ptp(cost)))  # key changes first, link by link
-            out += [(int(members[pa[x]]), int(pb[y])) for x, y in zip(r, c) if allowed[x, y]]
+            kept = allowed[r, c]
+            chain, follower = members[pa[r[kept]]], pb[c[kept]]
+            out += list(zip(chain.tolist(), follower.tolist()))
+            steering.tally(chain, follower)
     return out, np.concatenate(away) if away else np.zeros(0, dtype=np.int64)
 
 
@@ -290,8 +343,9 @@ def _cuts(needed: np.ndarray, keys: np.ndarray, sizes: list[int]) -> list[int]:
     return out
 
 
-def _groups(keys: np.ndarray, members: np.ndarray) -> dict[int, np.ndarray]:
-    """``members`` grouped by their ``keys`` (in increasing key order; each group in the members' order)."""
+def grouped(keys: np.ndarray, members: np.ndarray) -> dict[int, np.ndarray]:
+    """``members`` grouped by their ``keys`` (in increasing key order; each group in the members' order), one
+    sort for all the groups."""
     order = np.argsort(keys, kind="stable")
     ordered = keys[order]
     starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]]) if len(ordered) else np.zeros(0, dtype=np.int64)
@@ -309,13 +363,15 @@ def _by_codes(rows: Rows, members: np.ndarray, keys: np.ndarray | None = None) -
     return np.lexsort(list(reversed(columns)))
 
 
-def _costs(rows: Rows, a: np.ndarray, b: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """|a| × |b|: minus the log-scores of each link's changes in the followed columns, minus Gumbel noise."""
+def _costs(rows: Rows, a: np.ndarray, b: np.ndarray, rng: np.random.Generator,
+           follow: tuple[tuple[np.ndarray, np.ndarray], ...]) -> np.ndarray:
+    """|a| × |b|: minus the log-scores of each link's changes in the followed columns (``follow``: the rows' own or
+    steered ones), minus Gumbel noise."""
     cost = -rng.gumbel(size=(len(a), len(b)))
     t = rows.position[a]  # each chain's last row's position (after a gap, earlier than the others')
-    for codes, logp in rows.follow:
-        cost -= logp[t[:, None], codes[a][:, None], codes[b][None, :]]
+    for codes, logp in follow:
+        cost -= logp[t, codes[a]][:, codes[b]]  # each chain's row of scores, then the followers' codes in it
     for codes, scores in rows.stays:
-        ca = codes[a][:, None]
-        cost -= np.where(ca == codes[b][None, :], scores[t, codes[a], 0][:, None], scores[t, codes[a], 1][:, None])
+        ca, own = codes[a], scores[t, codes[a]]  # each chain's (keep, change) scores
+        cost -= np.where(ca[:, None] == codes[b][None, :], own[:, :1], own[:, 1:])
     return cost
