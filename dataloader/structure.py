@@ -382,12 +382,11 @@ def _group_level(schema: Schema, public_text, group_columns, children: set[str],
             if not (values.groupby(keys[within]).nunique() == 1).all():
                 continue  # a cell holds two values: not group-level, whatever the chance below
             rows = keys[within].value_counts().to_numpy()
-            cells = rows.size
             chance = sum(logsumexp(m * np.log(freq)) for m in rows if m > 1)
             if chance < math.log(T.structure_chance):
                 found.append((col.name, within))
                 notes.append(f"group-level column: {col.name} holds one value per {' × '.join(within)} in the "
-                             f"public data ({cells} cells); each group gets one value")
+                             f"public data ({rows.size} cells); each group gets one value")
                 break
     return tuple(found)
 

@@ -383,11 +383,11 @@ class _Keys:
         """|wanted| × |keys|: how far a row of each key is from each wanted key: 1 for each stable column that
         differs, and the distance in bins of each advancing column."""
         a, b = self.digits(wanted), self.digits(keys)
-        out = np.zeros((len(wanted), len(keys)), dtype=np.int64)  # whole numbers: summed exactly, then made floats
+        out = np.zeros((len(wanted), len(keys)))
         for j in range(len(self.sizes)):
             gap = np.abs(a[:, j][:, None] - b[:, j][None, :])
             out += gap if j >= self.moves else gap > 0
-        return out.astype(float)
+        return out
 
 
 @dataclass(frozen=True)
@@ -432,9 +432,9 @@ class Changes:
             prior = (1 - stay) * np.tile(q, (k, 1))
             prior[np.arange(k), np.arange(k)] += stay
             counts, weight = np.clip(self.noisy[t], 0, None), self.sigma * math.sqrt(k)
-            p = (counts + weight * prior) / (counts.sum(axis=1, keepdims=True) + weight)
-            out[t] = np.log(np.clip(p, 1e-12, None)) - np.log(q)[None, :]
             n = counts.sum(axis=1)
+            p = (counts + weight * prior) / (n[:, None] + weight)
+            out[t] = np.log(np.clip(p, 1e-12, None)) - np.log(q)[None, :]
             shares[t][n > 0] = counts[n > 0] / n[n > 0, None]
             noise[t][n > 0] = self.sigma / n[n > 0]
         return out, shares, noise
