@@ -108,6 +108,8 @@ TABLE: tuple[tuple[str, Any, str], ...] = (
     # method/planner.py
     ("planner_two_way_noise", 0.2, "measure every pair when its expected L1 noise is below this share of the rows"),
     ("planner_two_way_noise_from_draws", 0.1, "the same threshold without public records"),
+    ("planner_selection_margin", 0.5, "the adaptive rounds run only where their first selection's margin "
+     "(2θ·ln(candidates)/ε_select) is below this share of the noisy total; elsewhere the public regime"),
     ("planner_rich_pair_noise", 2.0, "adaptive regime: pairs' noise below which the budget counts as rich"),
     ("planner_poor_one_way_rounds", 4, "adaptive regime, pairs noisy: the 1-way marginals' rho in rounds' rho"),
     ("planner_poor_grouped_one_way_rounds", 2, "the same with groups"),

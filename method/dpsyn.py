@@ -62,9 +62,11 @@ class DpsynOptions:
                             choices=MARGINAL_CHOICES, expert=True)
     group_floor: int = option(0, "raise every positive noisy group size to at least this many rows", type=int,
                               minimum=0, expert=True)
-    planner: str = option(AUTO, "auto: the write-up's regimes, except that where it would measure 1-way or 2-way "
-                                "marginals, the adaptive rounds are used unless measuring every pair (and every "
-                                "group × column marginal) is cheap and the table has groups or a public file, and "
+    planner: str = option(AUTO, "auto: the write-up's regimes, except that the public regime is chosen where the "
+                                "adaptive rounds' selection could not tell marginals apart, and that where it would "
+                                "measure 1-way or 2-way marginals, the adaptive rounds are used unless measuring "
+                                "every pair (and every group × column marginal) is cheap and the table has groups or "
+                                "a public file, and "
                                 "groups are refitted only to marginals of their own; write-up: the write-up's "
                                 "regimes and per-group refits only",
                           choices=PLANNERS, expert=True)

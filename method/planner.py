@@ -10,8 +10,12 @@ tau1 = 1500*theta/N~, tau2 = 6*tau1 with N~ the noisy total.
   (x = eps - eps0 - eps1 - tau1), the rest on noisy 1-way marginals;
 * otherwise "two-way": the same with tau2, the rest on noisy 2-way marginals.
 
-Beyond the write-up: where it picks one-way or two-way, the planner keeps
-two-way only when measuring every pair is cheap (expected L1 noise per pair below
+Beyond the write-up (the auto planner): the public regime's second condition is not eps0 + eps1 + tau1 but
+whether the adaptive rounds' selection could tell marginals apart: public where ``selection_margin`` (the score
+gap, 2*theta*ln(candidates)/eps_select, a first round's exponential mechanism needs, over N~) exceeds
+planner_selection_margin.  That margin also weighs how many marginals the selection chooses among and how many
+rounds share the budget, which the write-up's epsilon*N~ does not.  Where it picks one-way or two-way, the
+planner keeps two-way only when measuring every pair is cheap (expected L1 noise per pair below
 planner_two_way_noise of the rows, see ``pair_noise``; planner_two_way_noise_from_draws without public records)
 and, with groups, every group × column marginal too (the same test on their cells: many small
 groups make each group's own marginals mostly noise, as on the Sprint-2 shape), and only with groups
@@ -159,6 +163,18 @@ def pair_noise(rho: float, theta: int, noisy_total: float, pair_cells: tuple[int
     return math.sqrt(2 / math.pi) * sigma * sum(pair_cells) / len(pair_cells) / max(noisy_total, 1.0)
 
 
+def selection_margin(rho: float, theta: int, noisy_total: float, shape: "TableShape", per_column: int) -> float:
+    """The score gap, over the noisy total, that the adaptive rounds' first selection needs to pick a marginal
+    out of its candidates (every 1-way, 2-way and, with groups, group × column marginal: C of them):
+    2θ·ln(C)/ε_select, where ε_select = sqrt(8·adaptive_select_share·ρ/(per_column·columns)) is the exponential
+    mechanism's ε for a first round's selection (``per_column`` rounds a column, all of ``rho`` on them).  A
+    score is a marginal's L1 error in rows, so a margin of m finds only marginals the model gets wrong by a TVD
+    of about m/2.  Public: from the budget, θ, the domain and the released noisy total."""
+    candidates = shape.columns + len(shape.pair_cells) + (len(shape.group_cells) if shape.has_groups else 0)
+    eps_select = math.sqrt(8 * T.adaptive_select_share * rho / (per_column * max(shape.columns, 1)))
+    return 2 * theta * math.log(max(candidates, 2)) / eps_select / max(noisy_total, 1.0)
+
+
 @dataclass(frozen=True)
 class TableShape:
     """The public facts of a run's table that the planner reads: whether it has group columns and a public
@@ -215,8 +231,9 @@ def make_plan(epsilon: float, theta: int, noisy_total: float | None, shape: Tabl
 
     ``noisy_total`` is given exactly when ``needs_total`` says so (bought with ``total_share``).
     ``shape.columns``: how many non-group columns there are; with none, the marginal share goes
-    to the group counts.  Where the write-up picks one-way or two-way and ``rho`` and
-    ``pair_cells`` (the cells of every pair of non-group columns) are given, measuring every
+    to the group counts.  Where ``rho`` and ``pair_cells`` (the cells of every pair of non-group columns) are
+    given, the public regime's test from eps2 up is ``selection_margin`` above planner_selection_margin (else the
+    write-up's eps0 + eps1 + tau1).  Where the regime is then one-way or two-way, measuring every
     pair decides: two-way when its noise (``pair_noise``) is below planner_two_way_noise (without public
     records planner_two_way_noise_from_draws), and so is that of the group × column marginals (cells
     ``group_cells``) where there are groups, and there are groups or public records; else the adaptive
@@ -245,24 +262,27 @@ def make_plan(epsilon: float, theta: int, noisy_total: float | None, shape: Tabl
         tau1 = 1500 * theta / max(noisy_total, 1.0)
         tau2 = 6 * tau1
     if forced is None:
+        noise = margin = 0.0
+        candidate_rounds: Rounds | None = None  # set where the auto planner chooses (given rho and pairs)
+        if rho is not None and noisy_total is not None and pair_cells:
+            pairs = pair_noise(rho, theta, noisy_total, pair_cells)
+            noise = max(pairs, pair_noise(rho, theta, noisy_total, group_cells) if has_groups and group_cells else 0.0)
+            candidate_rounds = adaptive_rounds(noise, pairs, has_public, has_groups)
+            margin = selection_margin(rho, theta, noisy_total, shape, candidate_rounds.per_column)
         if noisy_total is None or epsilon < t.eps2:
             regime = PUBLIC
-        elif epsilon < t.eps0 + t.eps1 + tau1:
+        elif margin > T.planner_selection_margin if candidate_rounds is not None else epsilon < t.eps0 + t.eps1 + tau1:
             regime = PUBLIC
         elif epsilon < t.eps0 + t.eps1 + tau2:
             regime = ONE_WAY
         else:
             regime = TWO_WAY
-        written = regime  # the write-up's choice: the adaptive regime keeps its group-count share
-        if regime != PUBLIC and rho is not None and pair_cells:
-            assert noisy_total is not None, "the planner measures a total wherever it reads rho"
-            pairs = pair_noise(rho, theta, noisy_total, pair_cells)
-            groups = pair_noise(rho, theta, noisy_total, group_cells) if has_groups and group_cells else 0.0
-            noise = max(pairs, groups)
+        written = regime  # public, one-way or two-way: the adaptive regime keeps that group-count share
+        if regime != PUBLIC and candidate_rounds is not None:
             cheap = noise < (T.planner_two_way_noise if has_public else T.planner_two_way_noise_from_draws)
             regime = TWO_WAY if cheap and (has_groups or has_public) else ADAPTIVE
             if regime == ADAPTIVE:
-                rounds = adaptive_rounds(noise, pairs, has_public, has_groups)
+                rounds = candidate_rounds
     else:
         regime = written = forced
     if regime == ADAPTIVE and rounds is None:

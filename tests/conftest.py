@@ -1,9 +1,11 @@
-"""Shared fixtures: small Sprint-2-shaped tables from the seeded generator (tests/sprint2_generator.py)."""
+"""Shared fixtures: small Sprint-2-shaped tables from the seeded generator (tests/sprint2_generator.py), the
+planner's public regime on small tables."""
 import json
 import logging
 
 import pytest
 
+from dpsyn.lib.tuning import T
 from helpers import SPRINT2_PARAMS
 from sprint2_generator import generate
 
@@ -27,3 +29,11 @@ def sprint2_files(tmp_path):
     generate(2000, seed=1).to_csv(tmp_path / "private.csv", index=False)
     generate(1500, seed=2).drop(columns="sim_individual_id").to_csv(tmp_path / "public.csv", index=False)
     return tmp_path / "params.json", tmp_path / "private.csv", tmp_path / "public.csv"
+
+
+@pytest.fixture
+def public_regime(monkeypatch):
+    """The auto planner's public regime wherever a noisy total is bought (any selection margin counts as too wide),
+    for tests of that regime's parts on tables small enough for the adaptive rounds (tests/test_planner.py pins
+    where the public regime begins)."""
+    monkeypatch.setattr(T, "planner_selection_margin", 0.0)

@@ -10,7 +10,7 @@ from helpers import run_method
 from test_group_columns import SCHEMA  # G (3 groups), X (4 codes), Y (2), Z (3)
 
 
-def test_the_pairs_take_their_share_of_the_group_counts_wherever_group_columns_are_measured():
+def test_the_pairs_take_their_share_of_the_group_counts_wherever_group_columns_are_measured(public_regime):
     rows = 7600.0  # public regime at eps 0.1, theta 1, with group columns (tests/test_group_columns.py)
     plan = make_plan(0.1, 1, rows, TableShape(True, False, columns=3, pair_cells=(4,)), rho=1e-4)
     written = make_plan(0.1, 1, rows, TableShape(True, False, columns=3))
@@ -25,7 +25,7 @@ def test_the_pairs_take_their_share_of_the_group_counts_wherever_group_columns_a
     assert make_plan(0.1, 1, rows, TableShape(True, False, columns=3, pair_cells=(4,), n_groups=1000), rho=1e-4).pair_share == 0.0  # counts too noisy for group columns: none for pairs either
 
 
-def test_the_dependent_pair_is_chosen_measured_and_kept(monkeypatch):
+def test_the_dependent_pair_is_chosen_measured_and_kept(monkeypatch, public_regime):
     """Y follows X, Z follows nothing: with one pair to choose, the choice is X × Y, charged with the
     marginals' sensitivity theta, the ledger sums to the budget, and the records keep Y's dependence on X."""
     rng = np.random.default_rng(0)

@@ -15,8 +15,8 @@ SCHEMA = parse_schema({"runs": [{"epsilon": 1, "delta": 1e-9, "max_records": 10_
                                   "Z": {"dtype": "int", "values": [0, 1, 2]}}})
 
 
-def test_without_public_records_the_planner_gives_half_the_group_share_to_group_columns():
-    rows = 7600.0  # public regime at eps 0.1, theta 1: eps < eps0 + eps1 + 1500/rows
+def test_without_public_records_the_planner_gives_half_the_group_share_to_group_columns(public_regime):
+    rows = 7600.0  # the write-up's public regime at eps 0.1, theta 1: eps < eps0 + eps1 + 1500/rows
     auto = make_plan(0.1, 1, rows, TableShape(True, False, pair_cells=(4,)), rho=1e-4)
     written = make_plan(0.1, 1, rows, TableShape(True, False))
     assert auto.regime == written.regime == PUBLIC
@@ -29,7 +29,7 @@ def test_without_public_records_the_planner_gives_half_the_group_share_to_group_
     assert make_plan(0.1, 1, rows, TableShape(False, False, pair_cells=(4,)), rho=1e-4).group_column_share == 0.0  # no groups
 
 
-def test_group_columns_take_nothing_from_group_counts_that_would_become_too_noisy():
+def test_group_columns_take_nothing_from_group_counts_that_would_become_too_noisy(public_regime):
     """After the cut, the group counts' noise sd must stay within T.planner_group_count_noise of the mean group size."""
     rows, rho = 7600.0, 1e-4
     sigma_after = 1 / (2 * (1 - T.planner_group_column_share) * make_plan(0.1, 1, rows, TableShape(True, False)).group_share * rho) ** 0.5
@@ -39,7 +39,7 @@ def test_group_columns_take_nothing_from_group_counts_that_would_become_too_nois
     assert make_plan(0.01, 1, None, TableShape(True, False, pair_cells=(4,)), rho=rho).group_column_share == 0  # no total
 
 
-def test_the_column_that_differs_between_groups_is_measured_per_group(monkeypatch):
+def test_the_column_that_differs_between_groups_is_measured_per_group(monkeypatch, public_regime):
     """X follows the group, Y and Z do not: with one column to choose, the choice is X, and the
     ledger still sums to the budget, the choice charged with the marginals' sensitivity theta."""
     rng = np.random.default_rng(0)
@@ -50,7 +50,7 @@ def test_the_column_that_differs_between_groups_is_measured_per_group(monkeypatc
     monkeypatch.setattr(T, "group_columns_group_columns", 1)
     encoder = Encoder.fit(SCHEMA)
     out, ledger = run_method("dpsyn", encoder, codes, theta=2, epsilon=0.5, groups=("G",), seed=4)
-    assert any(c.step == "noisy total" for c in ledger.charges)  # the write-up's public regime at this eps
+    assert any(c.step == "noisy total" for c in ledger.charges)  # the public regime from eps2 up
     assert sum(c.rho for c in ledger.charges) == pytest.approx(ledger.budget, rel=1e-9)
     choice = [c for c in ledger.charges if c.step.startswith("choice of 1 of 3 columns")]
     per_group = [c for c in ledger.charges if c.step.startswith("2-way marginal G ×")]

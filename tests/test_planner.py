@@ -7,7 +7,7 @@ from dpsyn.dataloader.schema import parse_schema
 from dpsyn.lib.privacy.accounting import eps_from_rho_delta
 from dpsyn.lib.privacy.mechanisms import QUANTUM_BITS
 from dpsyn.method.planner import (ADAPTIVE, MARGINAL_CHOICES, ONE_WAY, PUBLIC, REGIMES, SELECT, TWO_WAY, TableShape, make_plan,
-                                  needs_total)
+                                  needs_total, selection_margin)
 from helpers import run_method
 
 
@@ -52,6 +52,36 @@ def test_the_rounds_read_tuned_values_when_the_plan_is_made():
     with T.overridden({"adaptive_rounds_per_column": 3}):
         plan = make_plan(5.0, 1, 5000.0, TableShape(False, False, pair_cells=(400,)), ADAPTIVE, rho=1.0)
     assert plan.rounds is not None and plan.rounds.per_column == 3
+
+
+def test_selection_margin_is_the_first_selections_score_gap_over_the_rows():
+    """Three columns of 4 codes and three groups: C = 3 one-way + 3 two-way + 3 group × column candidates; a first
+    round's selection gets adaptive_select_share of rho over per_column × columns rounds."""
+    import math
+    from dpsyn.lib.tuning import T
+    shape = TableShape(True, False, 3, (16, 16, 16), (12, 12, 12), 3)
+    eps_select = math.sqrt(8 * T.adaptive_select_share * 0.5 / (6 * 3))
+    assert selection_margin(0.5, 2, 1000.0, shape, 6) == pytest.approx(2 * 2 * math.log(9) / eps_select / 1000)
+    # without groups the group × column marginals are no candidates
+    alone = TableShape(False, False, 3, (16, 16, 16), (12, 12, 12))
+    assert selection_margin(0.5, 2, 1000.0, alone, 6) == pytest.approx(2 * 2 * math.log(6) / eps_select / 1000)
+
+
+@pytest.mark.parametrize("rows", [300.0, 3_000.0, 30_000.0, 300_000.0])
+def test_the_rounds_run_only_where_their_selection_can_tell_marginals_apart(rows):
+    """The auto planner (given rho and pairs) measures group counts and 1-way marginals alone (public regime) exactly
+    where the rounds' selection margin exceeds planner_selection_margin of the noisy total, whatever the write-up's
+    thresholds say; the write-up's planner (no rho) keeps them."""
+    from dpsyn.lib.tuning import T
+    from dpsyn.method.planner import adaptive_rounds, pair_noise
+    shape = TableShape(True, False, 6, (25,) * 15, (50,) * 6, 10)
+    eps, rho = 0.3, 0.01
+    noise = max(pair_noise(rho, 1, rows, shape.pair_cells), pair_noise(rho, 1, rows, shape.group_cells))
+    per_column = adaptive_rounds(noise, pair_noise(rho, 1, rows, shape.pair_cells), False, True).per_column
+    public = selection_margin(rho, 1, rows, shape, per_column) > T.planner_selection_margin
+    plan = make_plan(eps, 1, rows, shape, rho=rho)
+    assert (plan.regime == PUBLIC) == public
+    assert (make_plan(eps, 1, rows, shape).regime == PUBLIC) == (eps < 1 / 1400 + 1 / 50 + 1500 / rows)
 
 
 def test_without_public_file_or_groups_every_regime_still_measures_marginals():
