@@ -14,7 +14,7 @@ Beyond the write-up (the auto planner): the public regime's second condition is 
 whether the adaptive rounds' selection could tell marginals apart: public where ``selection_margin`` (the score
 gap, 2*theta*ln(candidates)/eps_select, a first round's exponential mechanism needs, over N~) exceeds
 planner_selection_margin.  That margin also weighs how many marginals the selection chooses among and how many
-rounds share the budget, which the write-up's epsilon*N~ does not.  Where it picks one-way or two-way, the
+rounds share the budget, which the write-up's test, (eps - eps0 - eps1)*N~ < 1500*theta, does not.  Where it picks one-way or two-way, the
 planner keeps two-way only when measuring every pair is cheap (expected L1 noise per pair below
 planner_two_way_noise of the rows, see ``pair_noise``; planner_two_way_noise_from_draws without public records)
 and, with groups, every group × column marginal too (the same test on their cells: many small
@@ -164,15 +164,18 @@ def pair_noise(rho: float, theta: int, noisy_total: float, pair_cells: tuple[int
 
 
 def selection_margin(rho: float, theta: int, noisy_total: float, shape: "TableShape", per_column: int) -> float:
-    """The score gap, over the noisy total, that the adaptive rounds' first selection needs to pick a marginal
-    out of its candidates (every 1-way, 2-way and, with groups, group × column marginal: C of them):
-    2θ·ln(C)/ε_select, where ε_select = sqrt(8·adaptive_select_share·ρ/(per_column·columns)) is the exponential
-    mechanism's ε for a first round's selection (``per_column`` rounds a column, all of ``rho`` on them).  A
-    score is a marginal's L1 error in rows, so a margin of m finds only marginals the model gets wrong by a TVD
-    of about m/2.  Public: from the budget, θ, the domain and the released noisy total."""
+    """The score gap, over the noisy total, that the adaptive rounds' first selection needs to pick one marginal
+    out of about C candidates (every 1-way and 2-way marginal and, with groups, one group × column marginal a
+    column; the rounds' own list differs a little: readings of split columns, subsets of the group columns,
+    marginals over max_cells): 2θ·ln(C)/ε_select, with ε_select = sqrt(8·adaptive_select_share·ρ/(per_column·
+    columns)) the exponential mechanism's ε where ``rho`` is the method's whole budget.  The rounds get only the
+    marginals' share of it (after the total and the group counts), so this is a lower bound on the first
+    selection's margin.  A score is a marginal's L1 error in rows less its expected noise, so a margin of m
+    finds only marginals the model gets wrong by a TVD of about m/2 more than that noise.  Needs two or more
+    columns.  Public: from the budget, θ, the domain and the released noisy total."""
     candidates = shape.columns + len(shape.pair_cells) + (len(shape.group_cells) if shape.has_groups else 0)
-    eps_select = math.sqrt(8 * T.adaptive_select_share * rho / (per_column * max(shape.columns, 1)))
-    return 2 * theta * math.log(max(candidates, 2)) / eps_select / max(noisy_total, 1.0)
+    eps_select = math.sqrt(8 * T.adaptive_select_share * rho / (per_column * shape.columns))
+    return 2 * theta * math.log(candidates) / eps_select / max(noisy_total, 1.0)
 
 
 @dataclass(frozen=True)
@@ -263,26 +266,27 @@ def make_plan(epsilon: float, theta: int, noisy_total: float | None, shape: Tabl
         tau2 = 6 * tau1
     if forced is None:
         noise = margin = 0.0
-        candidate_rounds: Rounds | None = None  # set where the auto planner chooses (given rho and pairs)
+        rounds_if_adaptive: Rounds | None = None  # set where the auto planner chooses (given rho and pairs)
         if rho is not None and noisy_total is not None and pair_cells:
             pairs = pair_noise(rho, theta, noisy_total, pair_cells)
             noise = max(pairs, pair_noise(rho, theta, noisy_total, group_cells) if has_groups and group_cells else 0.0)
-            candidate_rounds = adaptive_rounds(noise, pairs, has_public, has_groups)
-            margin = selection_margin(rho, theta, noisy_total, shape, candidate_rounds.per_column)
-        if noisy_total is None or epsilon < t.eps2:
-            regime = PUBLIC
-        elif margin > T.planner_selection_margin if candidate_rounds is not None else epsilon < t.eps0 + t.eps1 + tau1:
+            rounds_if_adaptive = adaptive_rounds(noise, pairs, has_public, has_groups)
+            margin = selection_margin(rho, theta, noisy_total, shape, rounds_if_adaptive.per_column)
+        # the public regime's test from eps2 up: the rounds' selection margin, or the write-up's
+        too_little = (margin > T.planner_selection_margin if rounds_if_adaptive is not None
+                      else epsilon < t.eps0 + t.eps1 + tau1)
+        if noisy_total is None or epsilon < t.eps2 or too_little:
             regime = PUBLIC
         elif epsilon < t.eps0 + t.eps1 + tau2:
             regime = ONE_WAY
         else:
             regime = TWO_WAY
         written = regime  # public, one-way or two-way: the adaptive regime keeps that group-count share
-        if regime != PUBLIC and candidate_rounds is not None:
+        if regime != PUBLIC and rounds_if_adaptive is not None:
             cheap = noise < (T.planner_two_way_noise if has_public else T.planner_two_way_noise_from_draws)
             regime = TWO_WAY if cheap and (has_groups or has_public) else ADAPTIVE
             if regime == ADAPTIVE:
-                rounds = candidate_rounds
+                rounds = rounds_if_adaptive
     else:
         regime = written = forced
     if regime == ADAPTIVE and rounds is None:

@@ -33,7 +33,7 @@ def sprint2_files(tmp_path):
 
 @pytest.fixture
 def public_regime(monkeypatch):
-    """The auto planner's public regime wherever a noisy total is bought (any selection margin counts as too wide),
-    for tests of that regime's parts on tables small enough for the adaptive rounds (tests/test_planner.py pins
-    where the public regime begins)."""
+    """The auto planner's public regime wherever a noisy total is bought from eps2 up and there are pairs (any
+    selection margin counts as too wide), for tests of that regime's parts on tables small enough for the adaptive
+    rounds (tests/test_planner.py pins where the public regime begins)."""
     monkeypatch.setattr(T, "planner_selection_margin", 0.0)

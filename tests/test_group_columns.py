@@ -16,7 +16,7 @@ SCHEMA = parse_schema({"runs": [{"epsilon": 1, "delta": 1e-9, "max_records": 10_
 
 
 def test_without_public_records_the_planner_gives_half_the_group_share_to_group_columns(public_regime):
-    rows = 7600.0  # the write-up's public regime at eps 0.1, theta 1: eps < eps0 + eps1 + 1500/rows
+    rows = 7600.0  # the write-up's public regime at eps 0.1, theta 1 (eps < eps0 + eps1 + 1500/rows); auto's by the fixture
     auto = make_plan(0.1, 1, rows, TableShape(True, False, pair_cells=(4,)), rho=1e-4)
     written = make_plan(0.1, 1, rows, TableShape(True, False))
     assert auto.regime == written.regime == PUBLIC

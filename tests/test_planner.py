@@ -1,4 +1,6 @@
 """DPSyn's planner: regimes from the write-up's thresholds, shares that sum to the budget."""
+import math
+
 import numpy as np
 import pytest
 
@@ -6,6 +8,7 @@ from dpsyn.dataloader.encoding import Encoder
 from dpsyn.dataloader.schema import parse_schema
 from dpsyn.lib.privacy.accounting import eps_from_rho_delta
 from dpsyn.lib.privacy.mechanisms import QUANTUM_BITS
+from dpsyn.lib.tuning import T
 from dpsyn.method.planner import (ADAPTIVE, MARGINAL_CHOICES, ONE_WAY, PUBLIC, REGIMES, SELECT, TWO_WAY, TableShape, make_plan,
                                   needs_total, selection_margin)
 from helpers import run_method
@@ -55,33 +58,45 @@ def test_the_rounds_read_tuned_values_when_the_plan_is_made():
 
 
 def test_selection_margin_is_the_first_selections_score_gap_over_the_rows():
-    """Three columns of 4 codes and three groups: C = 3 one-way + 3 two-way + 3 group × column candidates; a first
-    round's selection gets adaptive_select_share of rho over per_column × columns rounds."""
-    import math
-    from dpsyn.lib.tuning import T
+    """Three columns of 4 codes and three groups: C = 3 one-way + 3 two-way + 3 group × column candidates; the
+    selection gets adaptive_select_share of rho over per_column × columns rounds: 2θ·ln C / ε_select over the rows."""
     shape = TableShape(True, False, 3, (16, 16, 16), (12, 12, 12), 3)
-    eps_select = math.sqrt(8 * T.adaptive_select_share * 0.5 / (6 * 3))
-    assert selection_margin(0.5, 2, 1000.0, shape, 6) == pytest.approx(2 * 2 * math.log(9) / eps_select / 1000)
-    # without groups the group × column marginals are no candidates
-    alone = TableShape(False, False, 3, (16, 16, 16), (12, 12, 12))
-    assert selection_margin(0.5, 2, 1000.0, alone, 6) == pytest.approx(2 * 2 * math.log(6) / eps_select / 1000)
+    eps_select = math.sqrt(8 * 0.1 * 0.5 / (6 * 3))
+    with T.overridden({"adaptive_select_share": 0.1}):
+        assert selection_margin(0.5, 2, 1000.0, shape, 6) == pytest.approx(2 * 2 * math.log(9) / eps_select / 1000)
+        # without groups the group × column marginals are no candidates
+        alone = TableShape(False, False, 3, (16, 16, 16), (12, 12, 12))
+        assert selection_margin(0.5, 2, 1000.0, alone, 6) == pytest.approx(2 * 2 * math.log(6) / eps_select / 1000)
 
 
-@pytest.mark.parametrize("rows", [300.0, 3_000.0, 30_000.0, 300_000.0])
-def test_the_rounds_run_only_where_their_selection_can_tell_marginals_apart(rows):
-    """The auto planner (given rho and pairs) measures group counts and 1-way marginals alone (public regime) exactly
-    where the rounds' selection margin exceeds planner_selection_margin of the noisy total, whatever the write-up's
-    thresholds say; the write-up's planner (no rho) keeps them."""
-    from dpsyn.lib.tuning import T
+# 40 columns of 10 codes, no groups, no public file: many candidates (820), pairs noisy
+WIDE = TableShape(False, False, 40, (100,) * 780)
+
+
+@pytest.mark.parametrize("eps,rho,rows,auto,written", [
+    (0.3, 1e-3, 10_000.0, PUBLIC, ONE_WAY),    # margin 0.95: the write-up would measure 1-way marginals
+    (0.3, 1e-3, 3_000.0, PUBLIC, PUBLIC),      # both public
+    (0.04, 1e-3, 60_000.0, ADAPTIVE, PUBLIC),  # margin 0.12: the write-up would not run rounds
+    (1.0, 1e-2, 30_000.0, ADAPTIVE, TWO_WAY),  # both measure marginals
+])
+def test_the_rounds_run_only_where_their_selection_can_tell_marginals_apart(eps, rho, rows, auto, written):
+    """The auto planner (given rho and pairs) takes the public regime from eps2 up exactly where the rounds' selection
+    margin exceeds planner_selection_margin of the noisy total, whichever way the write-up's thresholds go; the
+    write-up's planner (no rho) keeps them."""
+    assert make_plan(eps, 1, rows, WIDE, rho=rho).regime == auto
+    assert make_plan(eps, 1, rows, WIDE).regime == written
+
+
+def test_the_public_regime_begins_where_the_margin_passes_the_tuned_value():
+    """The same plan flips from the rounds to the public regime as planner_selection_margin passes its margin."""
     from dpsyn.method.planner import adaptive_rounds, pair_noise
-    shape = TableShape(True, False, 6, (25,) * 15, (50,) * 6, 10)
-    eps, rho = 0.3, 0.01
-    noise = max(pair_noise(rho, 1, rows, shape.pair_cells), pair_noise(rho, 1, rows, shape.group_cells))
-    per_column = adaptive_rounds(noise, pair_noise(rho, 1, rows, shape.pair_cells), False, True).per_column
-    public = selection_margin(rho, 1, rows, shape, per_column) > T.planner_selection_margin
-    plan = make_plan(eps, 1, rows, shape, rho=rho)
-    assert (plan.regime == PUBLIC) == public
-    assert (make_plan(eps, 1, rows, shape).regime == PUBLIC) == (eps < 1 / 1400 + 1 / 50 + 1500 / rows)
+    rho, rows = 1e-3, 10_000.0
+    noise = pair_noise(rho, 1, rows, WIDE.pair_cells)
+    margin = selection_margin(rho, 1, rows, WIDE, adaptive_rounds(noise, noise, False, False).per_column)
+    with T.overridden({"planner_selection_margin": margin * 1.01}):
+        assert make_plan(0.3, 1, rows, WIDE, rho=rho).regime == ADAPTIVE
+    with T.overridden({"planner_selection_margin": margin * 0.99}):
+        assert make_plan(0.3, 1, rows, WIDE, rho=rho).regime == PUBLIC
 
 
 def test_without_public_file_or_groups_every_regime_still_measures_marginals():
