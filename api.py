@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import pandas as pd
+from threadpoolctl import threadpool_limits
 
 from dpsyn.budget import plan_run
 from dpsyn.dataloader.draft import draft_parameters
@@ -115,6 +116,10 @@ def release(private: pd.DataFrame | str | Path, params: Mapping | str | Path | S
     setup = dataclasses.replace(setup, engine=engine)
     with contextlib.ExitStack() as stack:
         stack.callback(engine.close)
+        # BLAS on one thread: a multi-threaded BLAS sums in an order that depends on the machine's cores, and the
+        # last bits it changes move sampled records, so one --seed would give different releases on different
+        # machines
+        stack.enter_context(threadpool_limits(1, user_api="blas"))
         files = None if output is None else stack.enter_context(ReleaseFiles(output, side.schema, id_column))
         if isinstance(engine, DaskEngine):
             log.info("engine: %s, %d partitions of the private rows", engine.name, engine.partitions)

@@ -222,6 +222,24 @@ def test_distinct_per_individual_with_ids_or_theta_one_releases():
     assert len(run.table) > 0
 
 
+def test_a_release_runs_blas_on_one_thread(monkeypatch):
+    """One --seed gives the same release on any machine: a multi-threaded BLAS sums in an order that depends on
+    the machine's cores, so a release holds BLAS to one thread while it runs (and gives the caller's back)."""
+    from threadpoolctl import threadpool_info
+    seen = []
+    real = api.release_run
+
+    def spy(*args, **kwargs):
+        seen.extend(i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(api, "release_run", spy)
+    before = [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+    release(grouped_frame(), {"runs": runs(1), "schema": grouped_schema()}, seed=1)
+    assert seen and set(seen) == {1}
+    assert [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"] == before
+
+
 def test_refusals_come_before_the_private_file_is_opened(tmp_path):
     """The private path does not exist: each refusal must be raised before anything tries to read it."""
     missing = tmp_path / "no-such-private.csv"
