@@ -42,7 +42,6 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import pandas as pd
-from threadpoolctl import threadpool_limits
 
 from dpsyn.budget import plan_run
 from dpsyn.dataloader.draft import draft_parameters
@@ -58,6 +57,7 @@ from dpsyn.lib.privacy.mechanisms import NoiseTooLarge
 from dpsyn.lib.privacy.plan import Plan
 from dpsyn.lib.privacy.private_table import PrivateRecords
 from dpsyn.lib.runtime.progress import log_above_bars, progress
+from dpsyn.lib.runtime.threads import one_blas_thread
 from dpsyn.method.base import OptionError
 from dpsyn.release_log import log_plan, log_reweighting, summarise
 from dpsyn.settings import (DEFAULT_GROUP_COLUMNS, DEFAULT_ID_COLUMN, Settings, check_settings, distinct_columns,
@@ -74,6 +74,7 @@ BAD_INPUT = (SchemaError, DataError, OptionError, NoiseTooLarge, BudgetExceeded,
 """What ``release`` raises for bad input; each has a message of one line per problem."""
 
 
+@one_blas_thread
 def release(private: pd.DataFrame | str | Path, params: Mapping | str | Path | Schema,
             public: pd.DataFrame | str | Path | None = None, method: str = "dpsyn",
             options: Mapping[str, Any] | Any | None = None, settings: Settings | None = None,
@@ -86,7 +87,8 @@ def release(private: pd.DataFrame | str | Path, params: Mapping | str | Path | S
 
     Privacy: each run is (epsilon, delta)-DP for one individual with up to theta rows, as
     its ledger records (PRIVACY.md).  Bad input raises one of ``BAD_INPUT``, before anything
-    is written.
+    is written.  BLAS runs on one thread meanwhile, process-wide (lib/runtime/threads.py: one
+    ``seed`` gives the same release on any machine).
     """
     started = time.perf_counter()
     s = dataclasses.replace(settings or Settings(), **given)
@@ -116,10 +118,6 @@ def release(private: pd.DataFrame | str | Path, params: Mapping | str | Path | S
     setup = dataclasses.replace(setup, engine=engine)
     with contextlib.ExitStack() as stack:
         stack.callback(engine.close)
-        # BLAS on one thread: a multi-threaded BLAS sums in an order that depends on the machine's cores, and the
-        # last bits it changes move sampled records, so one --seed would give different releases on different
-        # machines
-        stack.enter_context(threadpool_limits(1, user_api="blas"))
         files = None if output is None else stack.enter_context(ReleaseFiles(output, side.schema, id_column))
         if isinstance(engine, DaskEngine):
             log.info("engine: %s, %d partitions of the private rows", engine.name, engine.partitions)

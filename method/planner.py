@@ -12,9 +12,10 @@ tau1 = 1500*theta/N~, tau2 = 6*tau1 with N~ the noisy total.
 
 Beyond the write-up (the auto planner): the public regime's second condition is not eps0 + eps1 + tau1 but
 whether the adaptive rounds' selection could tell marginals apart: public where ``selection_margin`` (the score
-gap, 2*theta*ln(candidates)/eps_select, a first round's exponential mechanism needs, over N~) exceeds
-planner_selection_margin.  That margin also weighs how many marginals the selection chooses among and how many
-rounds share the budget, which the write-up's test, (eps - eps0 - eps1)*N~ < 1500*theta, does not.  Where it picks one-way or two-way, the
+gap, 2*theta*ln(candidates)/eps_select, a first round's exponential mechanism needs, over N~; eps_select as if
+all of the method's rho went to the rounds, so a lower bound) exceeds planner_selection_margin.  That margin also
+weighs how many marginals the selection chooses among and how many rounds share the budget, which the write-up's
+test, (eps - eps0 - eps1)*N~ < 1500*theta, does not.  Where it picks one-way or two-way, the
 planner keeps two-way only when measuring every pair is cheap (expected L1 noise per pair below
 planner_two_way_noise of the rows, see ``pair_noise``; planner_two_way_noise_from_draws without public records)
 and, with groups, every group × column marginal too (the same test on their cells: many small

@@ -26,6 +26,7 @@ from dpsyn.lib.privacy.accounting import Ledger
 from dpsyn.lib.privacy.plan import Plan
 from dpsyn.lib.privacy.private_table import Measurement, PrivateRecords, PrivateTable, Selection
 from dpsyn.lib.privacy.unit import PrivacyUnit
+from dpsyn.lib.runtime.threads import one_blas_thread
 from dpsyn.method.base import Method, OptionError, RunContext, SynthesisResult
 from dpsyn.stages import Env
 from dpsyn.stages.pipeline import Pipeline, records_of, stages_of
@@ -108,6 +109,7 @@ def check_before_measuring(side: PublicSide, setup: RunSetup) -> None:
         raise OptionError(problems)
 
 
+@one_blas_thread
 def synthesize_run(side: PublicSide, table: PrivateRecords, run: Run, setup: RunSetup,
                    seeds: list[np.random.SeedSequence], plan: Plan | None = None) -> RunOutput:
     """Build the run's private table (bounding to the setup's privacy unit, a ledger holding ``plan``, its own
@@ -177,6 +179,7 @@ def known_columns(encoder: Encoder, group_columns: tuple[str, ...], boxes: Boxes
     return known if rest else ()
 
 
+@one_blas_thread
 def release_run(data: Prepared, run: Run, setup: RunSetup, seeds: list[np.random.SeedSequence],
                 plan: Plan) -> RunRelease:
     """One run synthesized (``synthesize_run``), decoded with the fourth seed and checked against the edit

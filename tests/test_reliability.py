@@ -224,20 +224,25 @@ def test_distinct_per_individual_with_ids_or_theta_one_releases():
 
 def test_a_release_runs_blas_on_one_thread(monkeypatch):
     """One --seed gives the same release on any machine: a multi-threaded BLAS sums in an order that depends on
-    the machine's cores, so a release holds BLAS to one thread while it runs (and gives the caller's back)."""
-    from threadpoolctl import threadpool_info
-    seen = []
-    real = api.release_run
+    the machine's cores, so a release holds BLAS to one thread while it synthesizes (and gives the caller's
+    count back after it)."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+    from dpsyn.stages import run as stages_run
 
-    def spy(*args, **kwargs):
-        seen.extend(i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas")
+    def blas_threads():
+        return {i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
+
+    seen = []
+    real = stages_run.records_of
+
+    def spy(*args, **kwargs):  # inside synthesize_run, after the method
+        seen.append(blas_threads())
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(api, "release_run", spy)
-    before = [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
-    release(grouped_frame(), {"runs": runs(1), "schema": grouped_schema()}, seed=1)
-    assert seen and set(seen) == {1}
-    assert [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"] == before
+    monkeypatch.setattr(stages_run, "records_of", spy)
+    with threadpool_limits(2, user_api="blas"):  # the caller's: two threads, whatever the machine
+        release(grouped_frame(), {"runs": runs(1), "schema": grouped_schema()}, seed=1)
+        assert seen == [{1}] and blas_threads() == {2}
 
 
 def test_refusals_come_before_the_private_file_is_opened(tmp_path):

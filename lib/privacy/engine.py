@@ -33,6 +33,7 @@ from dpsyn.lib.privacy.bounding import individual_codes, keep_rows
 from dpsyn.lib.privacy.queries import (BY_INDIVIDUAL, DependencyScores, DomainRecords, Marginal, Query,
                                        independence_gap)
 from dpsyn.lib.runtime.tasks import run_tasks
+from dpsyn.lib.runtime.threads import one_blas_thread
 
 ENGINES = ("local", "dask")
 Task = Callable[[Any, Any], Any]  # fn(state, task): a method's task on public inputs
@@ -85,6 +86,7 @@ class LocalEngine:
         pass
 
 
+@one_blas_thread  # on a cluster's worker too: its BLAS threads are whatever it was started with
 def _run_chunk(fn: Task, state: Any, chunk: list[Any]) -> list[Any]:
     return [fn(state, task) for task in chunk]
 

@@ -1,1 +1,2 @@
-"""Running a release: progress bars, stop signals, tasks in worker processes, and optional packages."""
+"""Running a release: progress bars, stop signals, tasks in worker processes, BLAS on one thread, and optional
+packages."""
