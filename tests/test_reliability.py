@@ -225,24 +225,27 @@ def test_distinct_per_individual_with_ids_or_theta_one_releases():
 def test_a_release_runs_blas_on_one_thread(monkeypatch):
     """One --seed gives the same release on any machine: a multi-threaded BLAS sums in an order that depends on
     the machine's cores, so a release holds BLAS to one thread while it synthesizes (and gives the caller's
-    count back after it)."""
+    counts back after it)."""
     from threadpoolctl import threadpool_info, threadpool_limits
     from dpsyn.stages import run as stages_run
 
-    def blas_threads():
-        return {i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
+    def blas_threads():  # each loaded BLAS library's threads (a single-threaded build says 1 whatever is asked)
+        return {i["filepath"]: i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
 
     seen = []
     real = stages_run.records_of
 
     def spy(*args, **kwargs):  # inside synthesize_run, after the method
-        seen.append(blas_threads())
+        seen.append(set(blas_threads().values()))
         return real(*args, **kwargs)
 
     monkeypatch.setattr(stages_run, "records_of", spy)
     with threadpool_limits(2, user_api="blas"):  # the caller's: two threads, whatever the machine
+        before = blas_threads()
         release(grouped_frame(), {"runs": runs(1), "schema": grouped_schema()}, seed=1)
-        assert seen == [{1}] and blas_threads() == {2}
+        after = blas_threads()
+    assert 2 in before.values()  # so the limit has something to change
+    assert seen == [{1}] and {path: after[path] for path in before} == before
 
 
 def test_refusals_come_before_the_private_file_is_opened(tmp_path):
