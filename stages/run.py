@@ -179,7 +179,6 @@ def known_columns(encoder: Encoder, group_columns: tuple[str, ...], boxes: Boxes
     return known if rest else ()
 
 
-@one_blas_thread
 def release_run(data: Prepared, run: Run, setup: RunSetup, seeds: list[np.random.SeedSequence],
                 plan: Plan) -> RunRelease:
     """One run synthesized (``synthesize_run``), decoded with the fourth seed and checked against the edit
