@@ -173,6 +173,7 @@ def main() -> None:
     sys.path.insert(0, str(ROOT))
     from bench import sections
     from bench.results import OUT, run
+    from bench.targets import refreshed
     cap = [] if args.aim_cap is None else ["--aim-cap", f"{args.aim_cap:g}"]
     runs = {(d, m): [str(HERE / "run_bench.py"), "--datasets", d, "--methods", m, "--eps", *args.eps,
                      "--seeds", str(args.seeds), *(cap if m == "aim" else [])]
@@ -198,7 +199,7 @@ def main() -> None:
     section = page_section([done[key] for key in runs], command, aim_note if "aim" in args.methods else "No AIM runs")
     # read again at the end: another bench command may have written its own section while the suite ran
     page = args.out.read_text() if args.out.exists() else "# Benchmark results\n"
-    args.out.write_text(sections.replaced(page, SECTION, section))
+    args.out.write_text(refreshed(sections.replaced(page, SECTION, section)))  # and bench/targets.py's section
 
 
 if __name__ == "__main__":

@@ -8,11 +8,12 @@ decoded and encoded, against MST and AIM, and on the Sprint-2 score where the da
 score); and every dpsyn figure (score, decoded and encoded 1-, 2- and 3-way TVD, the classifier's accuracy and
 macro F1) that gets worse from ε 0.1 to 1 or from 1 to 10.  No allowance is made for seed noise: each gap is
 printed, the reader judges it.  The page section "## Where the default falls short" of ``--out`` is replaced by
-the list; bench/results.py keeps it.
+the list; bench/results.py and bench/generalization.py rewrite it from the tables they write.
 """
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from bench import sections  # noqa: E402
 from bench.generalization import SECTION as GENERALIZATION, SUITE  # noqa: E402
 
 SECTION = "## Where the default falls short"
+# the accuracy table's datasets with group columns (bench/run_bench.py), then the suite's
 GROUPED = {"demo", "acs_split", "ct_drug_deaths"} | {name for name, table in SUITE.items() if table.groups}
 # figure: (column of the tables, index inside an "a / b / c" cell, whether higher is better)
 FIGURES = {"Sprint-2 score": ("Sprint-2 score", 0, True), "2-way TVD": ("TVD 2-way", 0, False),
@@ -52,9 +54,10 @@ def value(row: dict[str, str], figure: tuple[str, int, bool]) -> float | None:
     row has none."""
     column, index, _ = figure
     try:
-        return float(row[column].replace(";", "/").split("/")[index])
+        number = float(row[column].replace(";", "/").split("/")[index])
     except (KeyError, IndexError, ValueError):
         return None
+    return None if math.isnan(number) else number
 
 
 def shortfalls(table: dict[tuple[str, str, float], dict[str, str]]) -> list[tuple[str, float, str, str, float, float]]:
@@ -74,26 +77,30 @@ def shortfalls(table: dict[tuple[str, str, float], dict[str, str]]) -> list[tupl
             if (ours_value < their_value) if FIGURES[name][2] else (ours_value > their_value):
                 out.append((dataset, eps, name, other, ours_value, their_value))
         later = sorted(e for d, m, e in table if d == dataset and m == "dpsyn" and e > eps)
-        if later:
-            for name, figure in OWN.items():
-                now, then = value(row, figure), value(table[dataset, "dpsyn", later[0]], figure)
-                if now is not None and then is not None and ((then < now) if figure[2] else (then > now)):
-                    out.append((dataset, later[0], name, f"dpsyn at ε {eps:g}", then, now))
+        for name, figure in OWN.items():  # against the next larger ε that has this figure
+            now = value(row, figure)
+            found = [(e, v) for e in later if (v := value(table[dataset, "dpsyn", e], figure)) is not None]
+            if now is not None and found and ((found[0][1] < now) if figure[2] else (found[0][1] > now)):
+                out.append((dataset, found[0][0], name, f"dpsyn at ε {eps:g}", found[0][1], now))
     return out
 
 
 def section(page: str) -> str:
-    """The page section: a heading, what it reads, and a table of every shortfall (or "None.")."""
-    from bench.results import HEADING as ACCURACY  # here: bench/results.py imports this module's SECTION
-    table = {**rows(sections.existing(page, ACCURACY)), **rows(sections.existing(page, GENERALIZATION))}
-    found = shortfalls(table)
+    """The page section: a heading, what it reads, and a table of every shortfall (or "None.").  SystemExit where
+    the page lacks the accuracy or the generalization table."""
+    from bench.results import HEADING as ACCURACY  # here: bench/results.py imports this module
+    parts = {heading: rows(sections.existing(page, heading)) for heading in (ACCURACY, GENERALIZATION)}
+    missing = [heading for heading, found in parts.items() if not found]
+    if missing:
+        raise SystemExit(f"error: no table under {' and '.join(repr(h) for h in missing)}: nothing to compare")
+    found = shortfalls({key: row for part in parts.values() for key, row in part.items()})
     lines = [SECTION, "",
-             "`python bench/targets.py`: read off the accuracy and generalization tables above (means of 3 seeds, "
-             "no allowance for seed noise), every comparison the default (dpsyn) loses: against the histogram on "
-             "the Sprint-2 score and 2-way TVD; against MST and AIM on 2-way TVD, decoded and encoded, and on the "
-             "Sprint-2 score where the dataset has groups; and each of its own figures (score, TVDs, the "
-             "classifier's accuracy and macro F1) that gets worse with more budget (ε 0.1 → 1 → 10). AIM ran "
-             "with a 60 s cap (its rows above say so).", ""]
+             "`python bench/targets.py` (bench/results.py and bench/generalization.py rerun it): read off the "
+             "accuracy and generalization tables above (their seeds and AIM's settings as they state; no allowance "
+             "for seed noise), every comparison the default (dpsyn) loses: against the histogram on the Sprint-2 "
+             "score and 2-way TVD; against MST and AIM on 2-way TVD, decoded and encoded, and on the Sprint-2 score "
+             "where the dataset has groups; and each of its own figures (score, TVDs, the classifier's accuracy and "
+             "macro F1) that gets worse with more budget (ε 0.1 → 1 → 10).", ""]
     if not found:
         return "\n".join(lines + ["None.", ""])
     lines += ["| dataset | ε | figure | dpsyn | against | their figure |", "|---|---|---|---|---|---|"]
@@ -102,13 +109,22 @@ def section(page: str) -> str:
     return "\n".join(lines + [""])
 
 
+def refreshed(page: str) -> str:
+    """``page`` with its section rewritten from its tables (left as it is where the page has no tables yet)."""
+    try:
+        return sections.replaced(page, SECTION, section(page))
+    except SystemExit:
+        return page
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=HERE / "RESULTS.md")
     args = parser.parse_args()
     page = args.out.read_text()
-    args.out.write_text(sections.replaced(page, SECTION, section(page)))
-    print(section(page))
+    text = section(page)
+    args.out.write_text(sections.replaced(page, SECTION, text))
+    print(text)
 
 
 if __name__ == "__main__":
