@@ -72,7 +72,7 @@ def detail_columns(encoder, skip: set[str]) -> list[str]:
         if coder.categories is not None or coder.pool is not None or coder.column.name in skip:
             continue
         if coder.step is None:
-            many = bool((np.diff(sub_edges(coder), axis=1) > 0).all())
+            many = bool((np.diff(_bin_rows(coder), axis=1) > 0).all())
         else:
             many = bool((_grid_points(coder.edges[:-1], coder.edges[1:], coder.step) > 1).any())
         if many:
@@ -82,8 +82,14 @@ def detail_columns(encoder, skip: set[str]) -> list[str]:
 
 def sub_edges(coder) -> np.ndarray:
     """(bins, + 1 for a null code) × (bin_values_sub_bins + 1) strictly increasing edges, from the encoder's bins
-    (schema, public values, rule cuts) alone (``_bin_edges`` on a grid, else ``_float_edges``).  The null code's
-    row is the first bin's (null values count in no sub-bin)."""
+    (schema, public values, rule cuts) alone (``_bin_edges`` on a grid, else ``_float_edges``; ``_increasing``
+    where float64 cannot split a bin that finely).  The null code's row is the first bin's (null values count in
+    no sub-bin)."""
+    return np.array([_increasing(row) for row in _bin_rows(coder)])
+
+
+def _bin_rows(coder) -> np.ndarray:
+    """``sub_edges`` as the bins give them, before ``_increasing``."""
     lo, hi = coder.edges[:-1], coder.edges[1:]
     rows = [_bin_edges(lo[b], hi[b], coder.first_value(b), coder.step) if coder.step is not None else
             _float_edges(lo[b], hi[b], coder.column.bounds)
@@ -91,6 +97,20 @@ def sub_edges(coder) -> np.ndarray:
     if coder.column.null is not None:
         rows.append(rows[0])
     return np.array(rows)
+
+
+def _increasing(edges: np.ndarray) -> np.ndarray:
+    """``edges`` as they are where strictly increasing; else their distinct values, then the floats right above
+    the last one until there are as many edges again.  A bin of one or a few grid values where the grid is nearly
+    as fine as float64 at that magnitude (a whole number near 10**15; 13 decimals near 227) cannot be cut into
+    bin_values_sub_bins pieces inside it: the extra pieces lie above the bin, hold none of its rows and no grid
+    value of it (``measure_bin_values`` counts grid values inside the bin only), so they get no weight."""
+    if (np.diff(edges) > 0).all():
+        return edges
+    out = list(np.unique(edges))
+    while len(out) < len(edges):
+        out.append(np.nextafter(out[-1], np.inf))
+    return np.array(out)
 
 
 def _bin_edges(lo: float, hi: float, first: float, step: float) -> np.ndarray:
@@ -142,7 +162,9 @@ def measure_bin_values(private: PrivateTable, encoder, columns: list[str], rho: 
         edges = sub_edges(coder)
         m = private.measure(CellHistogram(column, (column,), tuple(map(tuple, edges))), rho / len(columns),
                             f"{column} inside its bins ({T.bin_values_sub_bins} sub-bins each)")
-        prior = _grid_points(edges[:, :-1], edges[:, 1:], coder.step) if coder.step is not None else np.diff(edges)
+        row_bin = np.where(np.arange(len(edges)) < len(coder.edges) - 1, np.arange(len(edges)), 0)  # null row: bin 0
+        inside = np.clip(edges, coder.edges[row_bin, None], coder.edges[row_bin + 1, None])  # none above a bin
+        prior = _grid_points(inside[:, :-1], inside[:, 1:], coder.step) if coder.step is not None else np.diff(edges)
         out[column] = SubBins(coder, edges, shrunk_weights(m.noisy.reshape(edges.shape[0], T.bin_values_sub_bins), prior,
                                                              m.sigma))
     if columns:

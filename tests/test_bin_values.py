@@ -142,3 +142,30 @@ def test_atoms_never_take_more_sub_bins_than_there_are():
             for name in ("F", "G"):  # a float bin with three atoms; a grid bin with its ends and zero
                 edges = sub_edges(encoder.coder(name))
                 assert edges.shape == (1, k + 1) and (np.diff(edges, axis=1) > 0).all()
+
+
+def test_a_grid_nearly_as_fine_as_float64_still_gets_its_sub_bins():
+    """A bin of one grid value where float64 cannot cut it into bin_values_sub_bins pieces (a whole number near
+    10**15; 13 decimals near 227, both first bins of declared edges) gets its pieces above the bin, which hold no
+    value of it: the sub-bin query is valid (it raised before) and the release draws that bin's one value."""
+    big = 10 ** 15
+    schema = {"N": {"dtype": "int", "min": big, "max": big + 100, "bins": [big, big + 50, big + 100]},
+              "F": {"dtype": "float", "min": 227.0, "max": 480144.5, "precision": 13,
+                    "bins": [227.0, 1378.0, 480144.5]},
+              "K": {"dtype": "str", "values": ["a", "b"]}}
+    parameters = {"runs": [{"epsilon": 10.0, "delta": 1e-9, "max_records": 10_000, "max_records_per_individual": 1}],
+                  "schema": schema}
+    encoder = Encoder.fit(parse_schema(parameters))
+    for name in ("N", "F"):
+        coder = encoder.coder(name)
+        edges = sub_edges(coder)
+        assert edges.shape == (coder.size, T.bin_values_sub_bins + 1) and (np.diff(edges, axis=1) > 0).all()
+        assert edges[0, 0] == coder.edges[0] and coder.edges[1] in edges[0]  # the one value's sub-bin, then above
+    rng = np.random.default_rng(5)
+    private = pd.DataFrame({"N": rng.integers(big, big + 101, 2000), "K": rng.choice(["a", "b"], 2000),
+                            "F": np.round(rng.uniform(227.0, 480144.5, 2000), 3)})
+    (run,) = release(private, parameters, None, "dpsyn", {}, seed=3, group_columns=())
+    assert [c.step.split()[0] for c in run.ledger.charges if "inside its bins" in c.step] == ["N", "F"]
+    out = run.table.N.astype("int64").to_numpy()
+    assert ((out >= big) & (out <= big + 100)).all() and (out == big).any()
+    assert run.table.F.astype(float).between(227.0, 480144.5).all()
