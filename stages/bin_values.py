@@ -104,7 +104,7 @@ def _increasing(edges: np.ndarray) -> np.ndarray:
     the last one until there are as many edges again.  A bin of one or a few grid values where the grid is nearly
     as fine as float64 at that magnitude (a whole number near 10**15; 13 decimals near 227) cannot be cut into
     bin_values_sub_bins pieces inside it: the extra pieces lie above the bin, hold none of its rows and no grid
-    value of it (``measure_bin_values`` counts grid values inside the bin only), so they get no weight."""
+    value of it (``measure_bin_values`` counts grid values up to the bin's top only), so they get no weight."""
     if (np.diff(edges) > 0).all():
         return edges
     out = list(np.unique(edges))
@@ -163,7 +163,7 @@ def measure_bin_values(private: PrivateTable, encoder, columns: list[str], rho: 
         m = private.measure(CellHistogram(column, (column,), tuple(map(tuple, edges))), rho / len(columns),
                             f"{column} inside its bins ({T.bin_values_sub_bins} sub-bins each)")
         row_bin = np.where(np.arange(len(edges)) < len(coder.edges) - 1, np.arange(len(edges)), 0)  # null row: bin 0
-        inside = np.clip(edges, coder.edges[row_bin, None], coder.edges[row_bin + 1, None])  # none above a bin
+        inside = np.minimum(edges, coder.edges[row_bin + 1, None])  # pieces above their bin hold no grid value
         prior = _grid_points(inside[:, :-1], inside[:, 1:], coder.step) if coder.step is not None else np.diff(edges)
         out[column] = SubBins(coder, edges, shrunk_weights(m.noisy.reshape(edges.shape[0], T.bin_values_sub_bins), prior,
                                                              m.sigma))
