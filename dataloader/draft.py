@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from dpsyn.dataloader.draft_individuals import propose
+from dpsyn.dataloader.schema import finer_than_float64
 from dpsyn.lib.tuning import T
 
 DRAFT_EPSILONS = (0.1, 1.0, 10.0)
@@ -36,6 +37,17 @@ def _number(text: str) -> float | None:
 
 def _decimals(texts) -> int:
     return max((len(t.split(".", 1)[1]) for t in texts if "." in t and "e" not in t.lower()), default=0)
+
+
+def _propose_precision(out: dict, name: str, decimals: int, notes: list[str]) -> None:
+    """``out["precision"] = decimals`` where a schema may declare it (at most 15, and a grid float64 holds at the
+    entry's range); else none, and a note says why (values written to more digits than float64 keeps)."""
+    why = "more than 15" if decimals > 15 else finer_than_float64(out["min"], out["max"], decimals)
+    if why:
+        notes.append(f"{name}: its values are written with {decimals} decimals, {why}: no precision proposed (any "
+                     f"float inside a bin); give one if the values have fewer real decimals")
+    else:
+        out["precision"] = decimals
 
 
 def _whole(values) -> bool:
@@ -58,7 +70,7 @@ def from_dictionary(name: str, entry: Mapping[str, Any], notes: list[str]) -> di
         low, high = min(bounds), max(bounds)
         out["min"], out["max"] = (int(low), int(high)) if whole else (low, high)
         if not whole:
-            out["precision"] = _decimals([str(values["min"]), str(values["max"])] + numeric)
+            _propose_precision(out, name, _decimals([str(values["min"]), str(values["max"])] + numeric), notes)
     else:
         whole = bool(numeric) and not tokens[1:] and _whole(float(c) for c in numeric)
         out["dtype"] = "int" if whole else "str"
@@ -90,7 +102,7 @@ def from_public(name: str, text: pd.Series, notes: list[str]) -> dict:
         out = {"dtype": "int" if whole else "float", "min": int(distinct[0]) if whole else float(distinct[0]),
                "max": int(distinct[-1]) if whole else float(distinct[-1]), **out}
         if not whole:
-            out["precision"] = _decimals(present[numbers.notna()])
+            _propose_precision(out, name, _decimals(present[numbers.notna()]), notes)
         notes.append(f"{name}: range [{out['min']}, {out['max']}] is the public file's; widen it if the private "
                      f"data may go beyond (values outside are clipped or refused)")
         return out

@@ -155,13 +155,14 @@ class Schema:
         return replace(self, columns=cols)
 
     def require_ranges(self) -> None:
-        """Raise SchemaError naming every numeric column that still has no clip range."""
-        missing = self.unbounded()
-        if missing:
-            raise SchemaError([
-                f"column {name}: numeric with no range; add \"min\" and \"max\" to its schema entry "
-                f"or give a --public file that has this column" for name in missing
-            ])
+        """Raise SchemaError naming every numeric column that still has no clip range, or whose declared precision
+        is finer than float64 holds at the range the public file gave it (``finer_than_float64``)."""
+        problems = [f"column {name}: numeric with no range; add \"min\" and \"max\" to its schema entry "
+                    f"or give a --public file that has this column" for name in self.unbounded()]
+        problems += [f"column {c.name}: {why}" for c in self.columns if c.kind == NUMERIC and c.bounded
+                     and c.precision is not None and (why := finer_than_float64(*c.bounds, c.precision))]
+        if problems:
+            raise SchemaError(problems)
 
 
 def load_schema(path: str | Path) -> Schema:
@@ -336,6 +337,10 @@ def _parse_column(name: str, entry: object, problems: list[str]) -> Column | Non
     if precision is not None and (not isinstance(precision, int) or isinstance(precision, bool)
                                   or not -9 <= precision <= 15):
         problems.append(f"{where}: precision must be an integer number of decimals in [-9, 15], got {precision!r}")
+    elif precision is not None and len(problems) == bad and _number(low) and _number(high):
+        too_fine = finer_than_float64(low, high, precision)
+        if too_fine:
+            problems.append(f"{where}: {too_fine}")
     if "function_of" in entry:
         problems.append(f"{where}: function_of applies to categorical columns only")
     within = _within(where, entry, problems)
@@ -344,6 +349,17 @@ def _parse_column(name: str, entry: object, problems: list[str]) -> Column | Non
     return Column(name, NUMERIC, dtype, None,
                   None if low is None else float(low), None if high is None else float(high),
                   integral, bins, null, precision, None, within)
+
+
+def finer_than_float64(low: float, high: float, precision: int) -> str:
+    """Why a grid of ``precision`` decimals is too fine for values in [low, high] ("" where it is not): its
+    points must be whole multiples of 10^-precision that float64 holds exactly, |value|·10^precision up to 2^53
+    (MAX_MAGNITUDE); a finer grid cannot be represented, and its bins come out empty."""
+    largest = max(abs(float(low)), abs(float(high)), 1.0)
+    if largest * 10.0 ** precision <= MAX_MAGNITUDE:
+        return ""
+    return (f"precision {precision} is finer than float64 holds for values up to {largest:.6g} (at most "
+            f"{math.floor(math.log10(MAX_MAGNITUDE / largest))} decimals there)")
 
 
 def _within(where: str, entry: dict, problems: list[str]) -> tuple[str, ...]:

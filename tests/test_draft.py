@@ -6,6 +6,7 @@ import pandas as pd
 
 from dpsyn import main
 from dpsyn.dataloader.draft import from_dictionary, from_public
+from dpsyn.dataloader.schema import parse_schema
 
 ROOT = Path(__file__).resolve().parent.parent
 PUBLIC = ROOT / "data" / "demo" / "public.csv"
@@ -30,6 +31,18 @@ def test_entries_from_a_public_column():
     entry = from_public("X", pd.Series([f"{v / 10:.1f}" for v in range(300)]), notes)
     assert entry == {"dtype": "float", "min": 0.0, "max": 29.9, "precision": 1} and "X: range" in notes[0]
     assert from_public("S", pd.Series(["b", "a", "b"]), []) == {"dtype": "str", "values": ["a", "b"]}
+
+
+def test_no_precision_is_proposed_that_a_schema_would_refuse():
+    """Public values written with more digits than float64 keeps (16 decimals; 13 decimals on values near 480,000)
+    give no precision, and a note says so: the draft stays a schema the release accepts."""
+    for name, texts in (("H", ["1.2345678901234567", "2000.5"]), ("R", ["227.0", "480144.4728571428571"])):
+        notes: list[str] = []
+        entry = from_public(name, pd.Series(texts), notes)
+        assert "precision" not in entry and any(n.startswith(f"{name}: its values are written with") for n in notes)
+        parse_schema({"runs": [{"epsilon": 1, "delta": 1e-9, "max_records": 10, "max_records_per_individual": 1}],
+                      "schema": {name: entry}})
+    assert from_public("P", pd.Series(["227.25", "480144.5"]), [])["precision"] == 2
 
 
 def test_entries_from_a_dictionary():
