@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from dpsyn.dataloader.encoding import steps
 from dpsyn.dataloader.rules import Atom, typed_values
 
 
@@ -57,7 +58,7 @@ def _on_grid(coder, t: np.ndarray, down: bool, strict: bool) -> np.ndarray:
     step = coder.step
     if step is None:
         return (np.nextafter(t, -np.inf if down else np.inf)) if strict else t
-    k = np.round(t / step, 6)
+    k = steps(t, step)
     k = (np.ceil(k) - 1 if strict else np.floor(k)) if down else (np.floor(k) + 1 if strict else np.ceil(k))
     return np.round(k * step, coder.precision)
 

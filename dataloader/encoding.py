@@ -118,8 +118,8 @@ class ColumnCoder:
         if step is None:
             out = hi - rng.random(len(lo)) * (hi - lo)
             return np.where(out <= lo, hi, out)
-        k_lo = np.floor(np.round(lo / step, 6)) + 1
-        k_hi = np.floor(np.round(hi / step, 6))
+        k_lo = np.floor(steps(lo, step)) + 1
+        k_hi = np.floor(steps(hi, step))
         ok = k_hi >= k_lo
         k = k_lo + np.floor(rng.random(len(lo)) * np.maximum(k_hi - k_lo + 1, 1))
         return np.where(ok, on_grid(k * step, self.precision), hi)
@@ -134,12 +134,21 @@ class ColumnCoder:
         lo, hi = self.bin_edges[b], self.bin_edges[b + 1]
         if self.step is None:
             return float(min(np.nextafter(lo, np.inf), hi))
-        return float(min(on_grid((np.floor(np.round(lo / self.step, 6)) + 1) * self.step, self.precision), hi))
+        return float(min(on_grid((np.floor(steps(lo, self.step)) + 1) * self.step, self.precision), hi))
 
     def describe(self) -> str:
         if self.categories is not None:
             return f"{self.size} categories"
         return f"{len(self.bin_edges) - 1} bins" + (" + null" if self.column.null is not None else "")
+
+
+def steps(values, step: float) -> np.ndarray:
+    """``values / step``, made a whole number where it lies within 5e-7 of one: a value on the grid divided by its
+    step is off a whole number by float error only (0.3 / 0.1 is 2.9999999999999996), which floor() must not see.
+    Unlike rounding to 6 decimals, exact at any magnitude (x·10^6 loses the units past 2^53 / 10^6)."""
+    q = np.asarray(values, dtype=np.float64) / step
+    whole = np.rint(q)
+    return np.where(np.abs(q - whole) <= 5e-7, whole, q)
 
 
 def on_grid(values, precision: int | None):
@@ -201,7 +210,7 @@ def _grid_cuts(cuts: np.ndarray, col: Column, precision: int | None) -> np.ndarr
         cuts = np.floor(cuts)
     elif precision is not None:
         step = 10.0 ** -precision
-        cuts = on_grid(np.floor(np.round(cuts / step, 6)) * step, precision)
+        cuts = on_grid(np.floor(steps(cuts, step)) * step, precision)
     return cuts[(cuts >= col.low) & (cuts < col.high)]
 
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from dpsyn.dataloader.encoding import steps
 from dpsyn.lib.privacy.private_table import PrivateTable
 from dpsyn.lib.privacy.queries import CellHistogram
 from dpsyn.lib.tuning import T
@@ -202,4 +203,4 @@ def _grid_points(lo: np.ndarray, hi: np.ndarray, step: float | None) -> np.ndarr
     """How many grid values each interval (lo, hi] holds (2 for any float, where there is no grid)."""
     if step is None:
         return np.full(np.shape(lo), 2)
-    return np.maximum(np.floor(np.round(hi / step, 6)) - np.floor(np.round(lo / step, 6)), 0)
+    return np.maximum(np.floor(steps(hi, step)) - np.floor(steps(lo, step)), 0)

@@ -58,6 +58,22 @@ def test_decoding_stays_in_schema_and_on_the_grid_for_every_column_kind():
     assert np.isnan(p).any() and set(typed["C"].astype(str)) == {"a", "b"}
 
 
+def test_a_value_decodes_into_its_own_bin_at_any_magnitude():
+    """A grid at large magnitudes (whole numbers near 10**12, one bin each; a declared bin of one value near 10**15;
+    two decimals near 10**9): every code decodes to a value that encodes back to it, and each bin's grid values
+    are counted right (rounding value/step to 6 decimals lost the units past 2^53 / 10^6)."""
+    from dpsyn.stages.bin_values import _grid_points
+    schema = schema_of({"T": {"dtype": "int", "min": 10 ** 12, "max": 10 ** 12 + 5},
+                        "B": {"dtype": "int", "min": 10 ** 15, "max": 10 ** 15 + 100,
+                              "bins": [10 ** 15, 10 ** 15 + 50, 10 ** 15 + 100]},
+                        "M": {"dtype": "float", "min": 1e9, "max": 1e9 + 1000, "precision": 2}})
+    enc = Encoder.fit(schema)
+    codes = np.column_stack([np.arange(20_000) % s for s in enc.sizes]).astype(np.int32)
+    assert (enc.encode(enc.decode(codes, np.random.default_rng(2))) == codes).all()
+    t = enc.coder("T")
+    assert (_grid_points(t.bin_edges[:-1], t.bin_edges[1:], t.step) == 1).all()
+
+
 RULED = {"AGE": {"dtype": "int", "min": 0, "max": 90},
          "INC": {"dtype": "int", "min": 0, "max": 100000, "null": "N"},
          "MAR": {"values": [1, 2, 3], "null": "N"}}
