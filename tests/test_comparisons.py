@@ -222,3 +222,20 @@ def test_a_compared_column_is_never_taken_as_group_level():
     assert "W" not in dict(found.group_level)
     unruled = schema_of(rules=[])
     assert "W" in dict(detect(unruled, enc, PublicViews(typed, enc.encode(typed), public), ("HOME",), []).group_level)
+
+
+def test_a_comparison_whose_own_column_has_one_value_is_met_through_the_other():
+    """``C >= X`` with C of one value (0): repair cannot move C, so it moves X (into its bin holding 0), even where
+    every record starts out breaking the rule (it raised 'the edit rules leave no record that satisfies all of
+    them')."""
+    columns = {"C": {"dtype": "int", "min": 0, "max": 0}, "X": {"dtype": "float", "min": 0.0, "max": 10.0},
+               "K": {"values": ["a", "b"]}}
+    schema = schema_of(columns, ["C >= X"])
+    boxes = rule_boxes(schema.rules, Encoder.fit(schema))
+    assert {box.fix for box in boxes.boxes} == {1}  # X
+    rng = np.random.default_rng(6)
+    private = pd.DataFrame({"C": "0", "X": np.round(rng.uniform(4, 6, 300), 2).astype(str),
+                            "K": rng.choice(["a", "b"], 300)})
+    parameters = {"runs": RUNS, "schema": columns, "constraints": ["C >= X"]}
+    (run,) = release(private, parameters, None, "dpsyn", {}, seed=2, group_columns=())
+    assert len(run.table) and (run.table.X.astype(float) <= 0).all()
