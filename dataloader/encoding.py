@@ -254,7 +254,7 @@ class Encoder:
                 pub = public[col.name].to_numpy(dtype=np.float64)
                 pub = pub[~np.isnan(pub)]
             precision = column_precision(col, pub)
-            cuts = rule_cuts(col, schema.rules)
+            cuts = rule_cuts(col, schema.rules, precision)
             if not isinstance(col.bins, tuple):
                 cuts += list((structural_cuts or {}).get(col.name, []))
             edges = edges_of[col.name] = numeric_edges(col, pub, default_bins, cuts, precision)

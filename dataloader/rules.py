@@ -270,10 +270,13 @@ def compared(rules) -> dict[str, set[str]]:
     return out
 
 
-def rule_cuts(col: Column, rules) -> list[float]:
+def rule_cuts(col: Column, rules, precision: int | None = None) -> list[float]:
     """Bin edges that make every atom of ``rules`` on numeric ``col`` a union of whole
     right-closed bins (e, e']: a cut at x for <= and >, just below x for < and >=, both for =.
-    (Comparisons between columns add the other column's edges: dataloader/encoding.py.)"""
+    Just below x is the value before x that ``col`` can hold: x - 1 for whole numbers, the grid value before x
+    where values have ``precision`` decimals (the float before x would be floored back onto x itself), else the
+    float before x.  (Comparisons between columns add the other column's edges: dataloader/encoding.py.)"""
+    step = 10.0 ** -precision if precision is not None else None
     cuts: list[float] = []
     for rule in rules:
         for atom in rule.condition + rule.conclusion:
@@ -282,7 +285,12 @@ def rule_cuts(col: Column, rules) -> list[float]:
             for v in atom.values:
                 if v == NULL:
                     continue
-                below = math.ceil(v) - 1 if col.integral else float(np.nextafter(v, -np.inf))
+                if col.integral:
+                    below: float = math.ceil(v) - 1
+                elif step is not None:  # the schema holds v / step below 2^53: subtracting 5e-7 absorbs float error
+                    below = round((math.ceil(v / step - 5e-7) - 1) * step, precision)
+                else:
+                    below = float(np.nextafter(v, -np.inf))
                 at = math.floor(v) if col.integral else v
                 cuts += {"<=": [at], ">": [at], "<": [below], ">=": [below]}.get(atom.op, [at, below])
     return cuts

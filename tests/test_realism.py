@@ -80,6 +80,16 @@ RULED = {"AGE": {"dtype": "int", "min": 0, "max": 90},
 RULES = ["AGE < 15 <=> INC = N", "AGE < 15 => MAR = N", "MAR in {2, 3} => AGE >= 18"]
 
 
+def test_a_rules_threshold_on_a_grid_of_decimals_cuts_just_below_it():
+    """``X < 277`` on a column of 6 decimals cuts at 276.999999, the last value below 277 the column holds (the float
+    before 277 was floored back onto 277, the bin holding 277 then split by the rule: the release failed)."""
+    schema = schema_of({"X": {"dtype": "float", "min": 227.0, "max": 327.0, "precision": 6},
+                        "K": {"values": ["a", "b"]}}, ["X < 277.0 => K = b", "X >= 300 => K = a"])
+    enc = Encoder.fit(schema)
+    assert {276.999999, 299.999999} <= set(enc.coder("X").edges)
+    assert len(rule_boxes(schema.rules, enc).boxes) == 2
+
+
 def test_a_forbidden_record_never_appears_in_gum_output():
     schema = schema_of(RULED, RULES)
     enc = Encoder.fit(schema)
