@@ -42,8 +42,11 @@ def log_plan(side: PublicSide, setup: RunSetup) -> None:
 def log_reweighting(spec: ReweightSpec) -> None:
     """The moment columns' clipping bounds and where they came from (the plan gives their noise)."""
     if spec.sources:
-        log.info("reweighting: moment columns clipped per record to %s", ", ".join(
-            f"{c} [{lo:g}, {hi:g}] ({dict(spec.sources)[c]})" for c, lo, hi in spec.bounds))
+        kept = {c for c, _, _ in spec.bounds}
+        dropped = [c for c, _ in spec.sources if c not in kept]
+        log.info("reweighting: moment columns clipped per record to %s%s", ", ".join(
+            f"{c} [{lo:g}, {hi:g}] ({dict(spec.sources)[c]})" for c, lo, hi in spec.bounds) or "none",
+            f"; left out, each of one value: {', '.join(dropped)}" if dropped else "")
 
 
 def summarise(r: RunRelease, method: str) -> None:

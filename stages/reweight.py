@@ -174,7 +174,9 @@ def parse_reweight(specs: str | Sequence[str], names: Sequence[str], numeric: Se
 def with_bounds(spec: ReweightSpec, ranges: Mapping[str, tuple[float, float]],
                 public: Mapping[str, np.ndarray] | None) -> ReweightSpec:
     """``spec`` with clipping bounds for every moment column: declared ones as given, else the public
-    values' reweight_quantiles (when they are apart), else the column's range.  Public facts only."""
+    values' reweight_quantiles (when they are apart), else the column's range.  A column whose range is one value
+    has no moments to reweight (every row holds it): it leaves its measures (``sources`` says so), and a measure
+    left without columns goes.  Public facts only."""
     declared = {c: (lo, hi) for c, lo, hi in spec.bounds}
     bounds: list[tuple[str, float, float]] = []
     sources: list[tuple[str, str]] = []
@@ -192,9 +194,14 @@ def with_bounds(spec: ReweightSpec, ranges: Mapping[str, tuple[float, float]],
                 sources.append((column, f"public {T.reweight_quantiles[0]:.0%}-{T.reweight_quantiles[1]:.0%} quantiles"))
                 continue
         low, high = ranges[column]
+        if low >= high:
+            sources.append((column, "one value: left out"))
+            continue
         bounds.append((column, float(low), float(high)))
         sources.append((column, "its range"))
-    return replace(spec, bounds=tuple(bounds), sources=tuple(sources))
+    kept = {c for c, _, _ in bounds}
+    moments = tuple(m for m in (tuple(c for c in measure if c in kept) for measure in spec.moments) if m)
+    return replace(spec, moments=moments, bounds=tuple(bounds), sources=tuple(sources))
 
 
 def noise_in_units(spec: ReweightSpec, rho: float, theta: int) -> list[str]:
@@ -212,10 +219,15 @@ def noise_in_units(spec: ReweightSpec, rho: float, theta: int) -> list[str]:
 
 
 def reweight_cell_problems(spec: ReweightSpec, domain) -> list[str]:
-    """One line per marginal of ``spec`` with more than reweight_max_cells cells in ``domain`` (public: checked
-    before the private file is read)."""
-    return [f"--reweight marginals:{'×'.join(attrs)} has {domain.size(attrs)} cells; at most {T.reweight_max_cells}"
-            for attrs in spec.marginals if domain.size(attrs) > T.reweight_max_cells]
+    """One line per marginal of ``spec`` with more than reweight_max_cells cells in ``domain``, and one where no
+    measure is left (every moment column of one value, ``with_bounds``) (public: checked before the private file
+    is read)."""
+    problems = [f"--reweight marginals:{'×'.join(attrs)} has {domain.size(attrs)} cells; at most "
+                f"{T.reweight_max_cells}" for attrs in spec.marginals if domain.size(attrs) > T.reweight_max_cells]
+    if not spec.moments and not spec.marginals:
+        problems.append("--reweight: every moment column holds one value (its range is a single number): nothing "
+                        "to reweight toward")
+    return problems
 
 
 @dataclass(frozen=True)

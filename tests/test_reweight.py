@@ -254,3 +254,25 @@ def test_a_held_share_is_out_of_reach_until_released():
     ledger.unhold()
     ledger.unhold()
     assert ledger.remaining == pytest.approx(0.3 * ledger.budget)
+
+
+def test_a_column_of_one_value_has_no_moments_to_reweight(tmp_path, capsys):
+    """``moments:*`` leaves out a numeric column whose range is one value (every row holds it; its bounds would be
+    equal, which the moments query refuses: the release failed), and a spec left with no measure at all is
+    refused in one line before anything is read."""
+    frame, params = data()
+    params = dict(params, runs=params["runs"][:1])
+    params["schema"] = dict(params["schema"], ONE={"dtype": "int", "min": 7, "max": 7})
+    frame = frame.assign(ONE=7)
+    spec = with_bounds(parse_reweight("moments:*", list(params["schema"]), ["AGE", "INCOME", "HOURS", "ONE"]),
+                       {"AGE": (18, 79), "INCOME": (0, 300000), "HOURS": (0, 60), "ONE": (7, 7)}, None)
+    assert spec.moments == (("AGE", "INCOME", "HOURS"),) and dict(spec.sources)["ONE"] == "one value: left out"
+    (run,) = release(frame, params, None, "histogram", {}, seed=2, group_columns=(), reweight="moments:*")
+    assert len(run.table) and "ONE" not in str([c.step for c in run.ledger.charges])
+    (tmp_path / "p.json").write_text(json.dumps(params))
+    frame.to_csv(tmp_path / "private.csv", index=False)
+    code = main(["--params", str(tmp_path / "p.json"), "--private", str(tmp_path / "private.csv"),
+                 "--output", str(tmp_path / "out" / "s.csv"), "--reweight", "moments:ONE"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "every moment column holds one value" in err[0], err
+    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())
