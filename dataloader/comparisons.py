@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from dpsyn.dataloader.encoding import steps
+from dpsyn.dataloader.grid import steps
 from dpsyn.dataloader.rules import Atom, typed_values
 
 

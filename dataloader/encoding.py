@@ -27,6 +27,7 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
+from dpsyn.dataloader.grid import steps
 from dpsyn.dataloader.rules import compared, rule_cuts
 from dpsyn.dataloader.schema import CATEGORICAL, Column, Schema, category_list
 from dpsyn.lib.records.domain import Domain
@@ -140,15 +141,6 @@ class ColumnCoder:
         if self.categories is not None:
             return f"{self.size} categories"
         return f"{len(self.bin_edges) - 1} bins" + (" + null" if self.column.null is not None else "")
-
-
-def steps(values, step: float) -> np.ndarray:
-    """``values / step``, made a whole number where it lies within 5e-7 of one: a value on the grid divided by its
-    step is off a whole number by float error only (0.3 / 0.1 is 2.9999999999999996), which floor() must not see.
-    Unlike rounding to 6 decimals, exact at any magnitude (x·10^6 loses the units past 2^53 / 10^6)."""
-    q = np.asarray(values, dtype=np.float64) / step
-    whole = np.rint(q)
-    return np.where(np.abs(q - whole) <= 5e-7, whole, q)
 
 
 def on_grid(values, precision: int | None):

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from dpsyn.dataloader.grid import steps
 from dpsyn.dataloader.schema import CATEGORICAL, Column, category_list
 
 ORDER_OPS = ("<", "<=", ">", ">=")
@@ -287,8 +288,8 @@ def rule_cuts(col: Column, rules, precision: int | None = None) -> list[float]:
                     continue
                 if col.integral:
                     below: float = math.ceil(v) - 1
-                elif step is not None:  # the schema holds v / step below 2^53: subtracting 5e-7 absorbs float error
-                    below = round((math.ceil(v / step - 5e-7) - 1) * step, precision)
+                elif step is not None:
+                    below = round((math.ceil(float(steps(v, step))) - 1) * step, precision)
                 else:
                     below = float(np.nextafter(v, -np.inf))
                 at = math.floor(v) if col.integral else v

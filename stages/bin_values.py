@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dpsyn.dataloader.encoding import steps
+from dpsyn.dataloader.grid import steps
 from dpsyn.lib.privacy.private_table import PrivateTable
 from dpsyn.lib.privacy.queries import CellHistogram
 from dpsyn.lib.tuning import T

@@ -82,12 +82,16 @@ RULES = ["AGE < 15 <=> INC = N", "AGE < 15 => MAR = N", "MAR in {2, 3} => AGE >=
 
 def test_a_rules_threshold_on_a_grid_of_decimals_cuts_just_below_it():
     """``X < 277`` on a column of 6 decimals cuts at 276.999999, the last value below 277 the column holds (the float
-    before 277 was floored back onto 277, the bin holding 277 then split by the rule: the release failed)."""
+    before 277 was floored back onto 277, the bin holding 277 then split by the rule: the release failed); so does
+    ``Y < 1000050`` with 9 decimals, where counting steps errs by more than 5e-7."""
     schema = schema_of({"X": {"dtype": "float", "min": 227.0, "max": 327.0, "precision": 6},
-                        "K": {"values": ["a", "b"]}}, ["X < 277.0 => K = b", "X >= 300 => K = a"])
+                        "Y": {"dtype": "float", "min": 1e6, "max": 1000100.0, "precision": 9},
+                        "K": {"values": ["a", "b"]}},
+                       ["X < 277.0 => K = b", "X >= 300 => K = a", "Y < 1000050.0 => K = a"])
     enc = Encoder.fit(schema)
     assert {276.999999, 299.999999} <= set(enc.coder("X").edges)
-    assert len(rule_boxes(schema.rules, enc).boxes) == 2
+    assert 1000049.999999999 in set(enc.coder("Y").edges)  # near 10**15 steps, float error beyond 5e-7 of one
+    assert len(rule_boxes(schema.rules, enc).boxes) == 3
 
 
 def test_a_forbidden_record_never_appears_in_gum_output():
