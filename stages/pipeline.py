@@ -99,8 +99,9 @@ class Finishing(Stage):
 
     def after(self, private: PrivateTable, records: Records, env: Env) -> Records:
         s, domain, ctx = env.structure, env.encoder.domain, env.ctx
-        codes = finish(records.codes, domain, ctx.group_columns, s, private.released, ctx.rng, fixed=self.fixed)
-        raw = records.raw
+        codes, rows = finish(records.codes, domain, ctx.group_columns, s, private.released, ctx.rng,
+                             fixed=self.fixed)
+        raw = {column: values[rows] for column, values in records.raw.items()} if not rows.all() else records.raw
         for column in [c for c in raw if c not in self.fixed]:
             coder, j = env.encoder.coder(column), domain.index(column)
             moved = coder.encode(raw[column]) != codes[:, j]

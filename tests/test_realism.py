@@ -241,3 +241,25 @@ def test_no_derive_keeps_every_column_synthesized(demo_release):
     run = release(private, params, public=DEMO / "public.csv", seed=3, derive=False)[0]
     assert not any("DENSITY per" in c.step for c in run.ledger.charges)
     assert run.table.groupby("PUMA", observed=True).DENSITY.nunique().max() > 1
+
+
+def test_rows_of_a_group_the_rules_forbid_are_left_out(caplog):
+    """With group columns G and H and the rule ``G = 0 => H = a``, the group (G = 0, H = b) can hold no record; its
+    noisy count gives it rows all the same, which repair (keeping group columns) cannot mend: they are left out and
+    the log says how many (the release failed: 'the edit rules leave no record that satisfies all of them')."""
+    columns = {"G": {"values": [0, 1]}, "H": {"values": ["a", "b"]}, "X": {"dtype": "int", "min": 0, "max": 100}}
+    rules = ["G = 0 => H = a", "X < 50 => H = b"]
+    rng = np.random.default_rng(7)
+    g = rng.integers(0, 2, 2000)
+    x = rng.integers(0, 101, 2000)
+    h = np.where(g == 0, "a", np.where(x < 50, "b", rng.choice(["a", "b"], 2000)))
+    private = pd.DataFrame({"G": g, "H": h, "X": x})
+    parameters = {"runs": [{"epsilon": 1.0, "delta": 1e-9, "max_records": 10_000, "max_records_per_individual": 1}],
+                  "schema": columns, "constraints": rules}
+    with caplog.at_level("INFO", logger="dpsyn.stages.structure"):
+        (run,) = release(private, parameters, None, "histogram", {}, seed=4, group_columns=("G", "H"))
+    table = run.table
+    assert len(table) and not ((table.G.astype(int) == 0) & (table.H.astype(str) == "b")).any()
+    schema = schema_of(columns, rules)
+    assert set(violations(table, schema.rules, {c.name: c for c in schema.columns}).values()) == {0}
+    assert "left out" in caplog.text

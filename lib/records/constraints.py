@@ -18,7 +18,7 @@ that repair changes to take a record out of it (``fix``).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numba
 import numpy as np
@@ -67,6 +67,12 @@ class Boxes:
             out |= box.contains(codes)
         return out
 
+    def decided_by(self, columns: tuple[int, ...]) -> "Boxes":
+        """The boxes a record cannot leave without changing one of ``columns``: every other column of the box
+        holds all of its codes in the box (e.g. a rule whose forbidden records differ in group columns only)."""
+        return Boxes(tuple(b for b in self.boxes
+                           if all(m.all() for c, m in zip(b.columns, b.masks) if c not in columns)))
+
     def counts(self, codes: np.ndarray) -> dict[str, int]:
         """Records in each rule's boxes, by rule label."""
         out: dict[str, int] = {}
@@ -102,18 +108,19 @@ def record_forbidden(records, r, cols, box_ptr, masks, mask_ptr) -> bool:
 
 
 def repair(codes: np.ndarray, boxes: Boxes, rng: np.random.Generator, keep: tuple[int, ...] = ()) -> np.ndarray:
-    """A copy of ``codes`` with no record in any box (see the module doc); ``keep``: columns a
-    whole-record copy leaves as they were (group columns).  Raises ValueError when no
-    record at all satisfies the rules."""
+    """A copy of ``codes`` with no record in any box (see the module doc); ``keep``: columns repair leaves as they
+    were (group columns: a box whose rule would change one is mended through another of its columns, ``_kept``).
+    Raises ValueError when no record at all satisfies the rules."""
     out = np.array(codes, dtype=np.int32, copy=True)
     if not boxes or len(out) == 0:
         return out
+    mended = _kept(boxes, keep)
     for _ in range(T.constraints_repair_passes):
         bad = boxes.forbidden(out)
         if not bad.any():
             return out
         valid = ~bad  # repairs change only forbidden rows, so these stay valid donors all pass
-        for box in boxes.boxes:
+        for box in mended:
             rows = np.flatnonzero(box.contains(out))
             if len(rows):
                 out[rows, box.fix] = _fix_values(out, box, valid, rows, rng)
@@ -130,6 +137,19 @@ def repair(codes: np.ndarray, boxes: Boxes, rng: np.random.Generator, keep: tupl
         if boxes.forbidden(out).any():
             raise ValueError("the edit rules cannot be met while keeping the group columns")
     return out
+
+
+def _kept(boxes: Boxes, keep: tuple[int, ...]) -> tuple[Box, ...]:
+    """``boxes``, each whose fix column is one of ``keep`` fixing instead the last of its other columns with a code
+    outside it ("PREGNANT = Y => SEX = F" with SEX a group column: PREGNANT), where there is one."""
+    out = []
+    for box in boxes.boxes:
+        if box.fix in keep:
+            other = next((c for c, m in zip(reversed(box.columns), reversed(box.masks))
+                          if c not in keep and not m.all()), box.fix)
+            box = replace(box, fix=other)
+        out.append(box)
+    return tuple(out)
 
 
 def _fix_values(codes: np.ndarray, box: Box, valid: np.ndarray, rows: np.ndarray, rng: np.random.Generator):
