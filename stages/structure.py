@@ -10,9 +10,8 @@ Post-processing only: it reads the method's synthetic codes and its noisy measur
 2. derived columns become their parent's function, null-linked columns follow their parent's
    null (lib/records/constraints.derive);
 3. every record leaves every forbidden box (lib/records/constraints.repair), and 2-3 repeat while
-   repair changed something that a derivation reads; a record no change of its other columns can take out of a
-   box (its group's cell is one the rules forbid whatever the rest holds) is left out, since repair keeps the
-   group columns.
+   repair changed something that a derivation reads; a record repair could not take out of every box while
+   keeping its group columns (its group's cell is one the rules forbid whatever the rest holds) is left out.
 """
 from __future__ import annotations
 
@@ -36,7 +35,7 @@ def finish(codes: np.ndarray, domain: Domain, group_columns: tuple[str, ...], st
     """(codes that meet ``structure``, which of the input rows they are) (see the module doc): its boxes,
     derivations, null links and group-level columns, those in ``fixed`` left as they are; ``measurements``: the
     run's released measurements.  Rows of group cells the rules forbid whatever else they hold are left out (the
-    log says how many).  Raises ValueError when the rules cannot be met otherwise."""
+    log says how many)."""
     boxes, derivations, null_links, group_level = (structure.boxes, structure.derivations, structure.null_links,
                                                    structure.group_level)
     out = np.array(codes, dtype=np.int32, copy=True)
@@ -44,18 +43,18 @@ def finish(codes: np.ndarray, domain: Domain, group_columns: tuple[str, ...], st
         if column not in fixed:
             _one_code_per_cell(out, domain, column, within, measurements, rng)
     keep = tuple(domain.indices(group_columns)) + tuple(domain.index(c) for c, _ in group_level)
-    rows = ~boxes.decided_by(keep).forbidden(out) if boxes else np.ones(len(out), dtype=bool)
-    if not rows.all():
-        log.info("structure: %d synthetic rows left out, of groups whose cells the edit rules forbid whatever "
-                 "their other columns hold (%s)", int((~rows).sum()),
-                 ", ".join(sorted({b.label for b in boxes.decided_by(keep).boxes})))
-        out = out[rows]
     for _ in range(T.structure_rounds):
         before = out.copy()
         out = derive(out, derivations, null_links, domain.sizes, rng)
         out = repair(out, boxes, rng, keep=keep)
         if np.array_equal(before, out):
             break
+    rows = ~boxes.forbidden(out) if boxes else np.ones(len(out), dtype=bool)
+    if not rows.all():
+        broken = {rule: n for rule, n in boxes.counts(out[~rows]).items() if n}
+        log.info("structure: %d synthetic rows left out: their group columns meet no record the edit rules allow "
+                 "(%s)", int((~rows).sum()), ", ".join(sorted(broken)))
+        out = out[rows]
     return out, rows
 
 

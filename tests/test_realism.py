@@ -86,12 +86,15 @@ def test_a_rules_threshold_on_a_grid_of_decimals_cuts_just_below_it():
     ``Y < 1000050`` with 9 decimals, where counting steps errs by more than 5e-7."""
     schema = schema_of({"X": {"dtype": "float", "min": 227.0, "max": 327.0, "precision": 6},
                         "Y": {"dtype": "float", "min": 1e6, "max": 1000100.0, "precision": 9},
+                        "Z": {"dtype": "float", "min": 0.0, "max": 3e14, "precision": 0},
                         "K": {"values": ["a", "b"]}},
-                       ["X < 277.0 => K = b", "X >= 300 => K = a", "Y < 1000050.0 => K = a"])
+                       ["X < 277.0 => K = b", "X >= 300 => K = a", "Y < 1000050.0 => K = a",
+                        "Z < 200000000000000.2 => K = b"])
     enc = Encoder.fit(schema)
     assert {276.999999, 299.999999} <= set(enc.coder("X").edges)
     assert 1000049.999999999 in set(enc.coder("Y").edges)  # near 10**15 steps, float error beyond 5e-7 of one
-    assert len(rule_boxes(schema.rules, enc).boxes) == 3
+    assert 2e14 in set(enc.coder("Z").edges)  # a threshold between grid points is not snapped onto one
+    assert len(rule_boxes(schema.rules, enc).boxes) == 4
 
 
 def test_a_forbidden_record_never_appears_in_gum_output():
@@ -244,22 +247,25 @@ def test_no_derive_keeps_every_column_synthesized(demo_release):
 
 
 def test_rows_of_a_group_the_rules_forbid_are_left_out(caplog):
-    """With group columns G and H and the rule ``G = 0 => H = a``, the group (G = 0, H = b) can hold no record; its
-    noisy count gives it rows all the same, which repair (keeping group columns) cannot mend: they are left out and
-    the log says how many (the release failed: 'the edit rules leave no record that satisfies all of them')."""
-    columns = {"G": {"values": [0, 1]}, "H": {"values": ["a", "b"]}, "X": {"dtype": "int", "min": 0, "max": 100}}
-    rules = ["G = 0 => H = a", "X < 50 => H = b"]
+    """With group columns G and H and the rule ``G = 0 => H = a``, the group (G = 0, H = b) can hold no record, and
+    neither can (G = 1, H = b), whose Y two rules want both p and q; their noisy counts give them rows all the same,
+    which repair (keeping group columns) cannot mend: they are left out and the log says how many (the release
+    failed: 'the edit rules leave no record that satisfies all of them' or '... while keeping the group columns')."""
+    columns = {"G": {"values": [0, 1]}, "H": {"values": ["a", "b"]}, "X": {"dtype": "int", "min": 0, "max": 100},
+               "Y": {"values": ["p", "q", "r"]}}
+    rules = ["G = 0 => H = a", "X < 50 => H = b", "G = 1 => Y = p", "H = b => Y = q"]  # (1, b): two rules at once
     rng = np.random.default_rng(7)
     g = rng.integers(0, 2, 2000)
     x = rng.integers(0, 101, 2000)
     h = np.where(g == 0, "a", np.where(x < 50, "b", rng.choice(["a", "b"], 2000)))
-    private = pd.DataFrame({"G": g, "H": h, "X": x})
+    private = pd.DataFrame({"G": g, "H": h, "X": x, "Y": np.where(g == 1, "p", np.where(h == "b", "q", "r"))})
     parameters = {"runs": [{"epsilon": 1.0, "delta": 1e-9, "max_records": 10_000, "max_records_per_individual": 1}],
                   "schema": columns, "constraints": rules}
     with caplog.at_level("INFO", logger="dpsyn.stages.structure"):
         (run,) = release(private, parameters, None, "histogram", {}, seed=4, group_columns=("G", "H"))
     table = run.table
-    assert len(table) and not ((table.G.astype(int) == 0) & (table.H.astype(str) == "b")).any()
+    g, h = table.G.astype(int), table.H.astype(str)
+    assert len(table) and not ((g == 0) & (h == "b")).any() and not ((g == 1) & (h == "b")).any()
     schema = schema_of(columns, rules)
     assert set(violations(table, schema.rules, {c.name: c for c in schema.columns}).values()) == {0}
     assert "left out" in caplog.text

@@ -67,12 +67,6 @@ class Boxes:
             out |= box.contains(codes)
         return out
 
-    def decided_by(self, columns: tuple[int, ...]) -> "Boxes":
-        """The boxes a record cannot leave without changing one of ``columns``: every other column of the box
-        holds all of its codes in the box (e.g. a rule whose forbidden records differ in group columns only)."""
-        return Boxes(tuple(b for b in self.boxes
-                           if all(m.all() for c, m in zip(b.columns, b.masks) if c not in columns)))
-
     def counts(self, codes: np.ndarray) -> dict[str, int]:
         """Records in each rule's boxes, by rule label."""
         out: dict[str, int] = {}
@@ -109,8 +103,10 @@ def record_forbidden(records, r, cols, box_ptr, masks, mask_ptr) -> bool:
 
 def repair(codes: np.ndarray, boxes: Boxes, rng: np.random.Generator, keep: tuple[int, ...] = ()) -> np.ndarray:
     """A copy of ``codes`` with no record in any box (see the module doc); ``keep``: columns repair leaves as they
-    were (group columns: a box whose rule would change one is mended through another of its columns, ``_kept``).
-    Raises ValueError when no record at all satisfies the rules."""
+    were (group columns: a box whose rule would change one is mended through another of its columns, ``_kept``),
+    and records whose kept codes no record the rules allow shares are returned still forbidden (the caller
+    decides; stages/structure.finish leaves them out).  Without ``keep``, raises ValueError when no record at all
+    satisfies the rules."""
     out = np.array(codes, dtype=np.int32, copy=True)
     if not boxes or len(out) == 0:
         return out
@@ -128,14 +124,14 @@ def repair(codes: np.ndarray, boxes: Boxes, rng: np.random.Generator, keep: tupl
     if bad.any():
         valid = np.flatnonzero(~bad)
         if not len(valid):
+            if keep:  # the kept columns' codes allow no record: returned as they are, for the caller to leave out
+                return out
             raise ValueError("the edit rules leave no record that satisfies all of them")
         rows = np.flatnonzero(bad)
         columns = np.asarray(keep, dtype=np.intp)
         kept = out[np.ix_(rows, columns)]
         out[rows] = out[rng.choice(valid, size=len(rows))]
         out[np.ix_(rows, columns)] = kept
-        if boxes.forbidden(out).any():
-            raise ValueError("the edit rules cannot be met while keeping the group columns")
     return out
 
 
