@@ -9,8 +9,8 @@ def steps(values, step: float) -> np.ndarray:
     by its step is off a whole number by that error only (0.3 / 0.1 is 2.9999999999999996; near 10**15 steps, by a
     spacing or two of float64 there), which floor() and ceil() must not see.  The error allowed is 5e-7 or two
     spacings of float64 at the quotient, whichever is larger: a value and its step each carry half a spacing of
-    error and the division one more (a schema keeps the quotient below 2^53), so a value truly between grid
-    points is not snapped where float64 can still tell it apart."""
+    error and the division one more (a schema keeps the quotient of a value of decimals below 2^50, where that
+    holds; schema.GRID_STEPS), so a value truly between grid points is not snapped where float64 tells it apart."""
     q = np.asarray(values, dtype=np.float64) / step
     whole = np.rint(q)
     return np.where(np.abs(q - whole) <= np.maximum(5e-7, 2 * np.spacing(np.abs(q))), whole, q)

@@ -351,15 +351,21 @@ def _parse_column(name: str, entry: object, problems: list[str]) -> Column | Non
                   integral, bins, null, precision, None, within)
 
 
+GRID_STEPS = float(2 ** 50)  # the most grid steps a value of decimals may be from zero (below, float64 counts them)
+
+
 def finer_than_float64(low: float, high: float, precision: int) -> str:
-    """Why a grid of ``precision`` decimals is too fine for values in [low, high] ("" where it is not): its
-    points must be whole multiples of 10^-precision that float64 holds exactly, |value|·10^precision up to 2^53
-    (MAX_MAGNITUDE); a finer grid cannot be represented, and its bins come out empty."""
+    """Why a grid of ``precision`` decimals is too fine for values in [low, high] ("" where it is not): counting a
+    value's steps of 10^-precision must stay exact in float64 (dataloader/grid.py), so |value|·10^precision at most
+    GRID_STEPS (2^50: from 2^51 on, a value of decimals divided by its step can fall half-way between two whole
+    numbers); whole numbers and coarser grids up to 2^53 (MAX_MAGNITUDE).  A finer grid gave empty or split bins."""
     largest = max(abs(float(low)), abs(float(high)), 1.0)
-    if largest * 10.0 ** precision <= MAX_MAGNITUDE:
+    limit = GRID_STEPS if precision > 0 else MAX_MAGNITUDE
+    if largest * 10.0 ** precision <= limit:
         return ""
+    most = math.floor(math.log10(GRID_STEPS / largest))
     return (f"precision {precision} is finer than float64 holds for values up to {largest:.6g} (at most "
-            f"{math.floor(math.log10(MAX_MAGNITUDE / largest))} decimals there)")
+            f"{most if most > 0 else 0} decimals there)")
 
 
 def _within(where: str, entry: dict, problems: list[str]) -> tuple[str, ...]:

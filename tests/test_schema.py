@@ -33,22 +33,23 @@ def test_unbounded_numeric_needs_a_range_naming_each_column():
 
 
 def test_a_precision_finer_than_float64_holds_is_refused():
-    """A grid float64 cannot hold (|value|·10^precision beyond 2^53) would give empty bins: refused in one line,
-    naming the most decimals that fit, where the range is declared and where a public file gives it."""
+    """A grid float64 cannot count (|value|·10^precision beyond 2^50 with decimals, 2^53 without) gave empty or split
+    bins: refused in one line, naming the most decimals that fit, where the range is declared and where a public
+    file gives it."""
     runs = [{"epsilon": 1, "delta": 1e-9, "max_records": 10, "max_records_per_individual": 1}]
     with pytest.raises(SchemaError) as err:
         parse_schema({"runs": runs, "schema": {
             "R": {"dtype": "float", "min": 227.0, "max": 480144.5, "precision": 13},
             "Z": {"dtype": "float", "min": 1e15, "max": 1e15, "precision": 9},
-            "OK": {"dtype": "float", "min": 227.0, "max": 480144.5, "precision": 10}}})
+            "OK": {"dtype": "float", "min": 227.0, "max": 480144.5, "precision": 9}}})
     assert [line.split(":")[0] for line in err.value.problems] == ["column R", "column Z"]
-    assert "at most 10 decimals" in err.value.problems[0] and "at most 0 decimals" in err.value.problems[1]
+    assert "at most 9 decimals" in err.value.problems[0] and "at most 0 decimals" in err.value.problems[1]
     schema = parse_schema({"runs": runs, "schema": {"U": {"dtype": "float", "precision": 13}}})
     with pytest.raises(SchemaError) as err:
         schema.with_public_ranges({"U": (0.0, 1e6)}).require_ranges()
     assert err.value.problems == ["column U: precision 13 is finer than float64 holds for values up to 1e+06 "
                                   "(at most 9 decimals there)"]
-    schema.with_public_ranges({"U": (0.0, 500.0)}).require_ranges()
+    schema.with_public_ranges({"U": (0.0, 50.0)}).require_ranges()
 
 
 def test_range_bins_and_null_in_schema_entry():

@@ -103,14 +103,15 @@ def record_forbidden(records, r, cols, box_ptr, masks, mask_ptr) -> bool:
 
 def repair(codes: np.ndarray, boxes: Boxes, rng: np.random.Generator, keep: tuple[int, ...] = ()) -> np.ndarray:
     """A copy of ``codes`` with no record in any box (see the module doc); ``keep``: columns repair leaves as they
-    were (group columns: a box whose rule would change one is mended through another of its columns, ``_kept``),
-    and records whose kept codes no record the rules allow shares are returned still forbidden (the caller
-    decides; stages/structure.finish leaves them out).  Without ``keep``, raises ValueError when no record at all
-    satisfies the rules."""
+    were (group columns: a box whose rule would change one is mended through another of its columns, ``_kept``,
+    and one no other column can leave is not mended), a record copied whole taking a valid record of its own kept
+    codes, and a record no valid record of its kept codes exists for returned still forbidden (the caller
+    decides; stages/structure.finish leaves it out).  Raises ValueError when no record at all satisfies the
+    rules."""
     out = np.array(codes, dtype=np.int32, copy=True)
     if not boxes or len(out) == 0:
         return out
-    mended = _kept(boxes, keep)
+    mended = [box for box in _kept(boxes, keep) if box.fix not in keep]  # a box only kept columns decide: none
     for _ in range(T.constraints_repair_passes):
         bad = boxes.forbidden(out)
         if not bad.any():
@@ -124,15 +125,26 @@ def repair(codes: np.ndarray, boxes: Boxes, rng: np.random.Generator, keep: tupl
     if bad.any():
         valid = np.flatnonzero(~bad)
         if not len(valid):
-            if keep:  # the kept columns' codes allow no record: returned as they are, for the caller to leave out
-                return out
             raise ValueError("the edit rules leave no record that satisfies all of them")
-        rows = np.flatnonzero(bad)
-        columns = np.asarray(keep, dtype=np.intp)
-        kept = out[np.ix_(rows, columns)]
-        out[rows] = out[rng.choice(valid, size=len(rows))]
-        out[np.ix_(rows, columns)] = kept
+        _copy_valid(out, bad, valid, np.asarray(keep, dtype=np.intp), rng)
     return out
+
+
+def _copy_valid(out: np.ndarray, bad: np.ndarray, valid: np.ndarray, keep: np.ndarray,
+                rng: np.random.Generator) -> None:
+    """Each ``bad`` record of ``out`` becomes a copy of a random ``valid`` one with the same codes in ``keep``
+    (any valid one where ``keep`` is empty); one whose kept codes no valid record shares stays as it is."""
+    rows = np.flatnonzero(bad)
+    if not len(keep):
+        out[rows] = out[rng.choice(valid, size=len(rows))]
+        return
+    cells = np.unique(out[:, keep], axis=0, return_inverse=True)[1].ravel()
+    donors = {int(c): valid[cells[valid] == c] for c in np.unique(cells[valid])}
+    for cell in np.unique(cells[rows]):
+        pool = donors.get(int(cell))
+        if pool is not None:
+            members = rows[cells[rows] == cell]
+            out[members] = out[rng.choice(pool, size=len(members))]
 
 
 def _kept(boxes: Boxes, keep: tuple[int, ...]) -> tuple[Box, ...]:
