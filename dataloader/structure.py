@@ -29,8 +29,10 @@ from dpsyn.dataloader.comparisons import failing_pairs
 from dpsyn.dataloader.encoding import Encoder
 from dpsyn.dataloader.rules import Atom, compared as compared_columns
 from dpsyn.dataloader.schema import CATEGORICAL, Column, Schema, SchemaError
-from dpsyn.lib.records.constraints import Box, Boxes, Derivation, NullLink
+from dpsyn.lib.records.constraints import Box, Boxes, Derivation, NullLink, repair
 from dpsyn.lib.tuning import T
+
+PROBE_RECORDS = 2000  # random records of the domain repair starts from to find one the edit rules allow
 
 
 
@@ -187,6 +189,7 @@ def detect(schema: Schema, encoder: Encoder, public: PublicViews | None, group_c
     names = tuple(encoder.names)
     notes = []
     boxes = rule_boxes(schema.rules, encoder)
+    _check_satisfiable(boxes, encoder.sizes)
     if schema.rules:
         notes.append(f"edit rules: {len(schema.rules)} declared ({len(boxes.boxes)} forbidden patterns); "
                      f"synthesis keeps every record inside them")
@@ -208,6 +211,22 @@ def detect(schema: Schema, encoder: Encoder, public: PublicViews | None, group_c
     compared = set(compared_columns(schema.rules))  # a comparison moves their values row by row: never group-level
     group_level = _group_level(schema, public_text, group_columns, {names[c] for c in children} | compared, notes)
     return Structure(boxes, derivations, links, group_level, tuple(notes))
+
+
+def _check_satisfiable(boxes: Boxes, sizes: tuple[int, ...]) -> None:
+    """SchemaError where repair finds no record the rules allow from PROBE_RECORDS random records of the
+    encoded domain (the rules contradict each other: "C = 0 => D = 0" and "X < 5 => D = 9" where every X is below
+    5).  Public: the rules and the domain only, under a fixed seed; without this, such rules stopped the release
+    once synthesis reached them."""
+    if not boxes:
+        return
+    rng = np.random.default_rng(0)
+    codes = np.column_stack([rng.integers(0, s, PROBE_RECORDS) for s in sizes]).astype(np.int32)
+    try:
+        repair(codes, boxes, rng)
+    except ValueError:
+        raise SchemaError(["constraints: no record meets every edit rule together (check them against each other "
+                           "and the columns' ranges)"]) from None
 
 
 def rule_boxes(rules, encoder: Encoder) -> Boxes:

@@ -52,8 +52,9 @@ def finish(codes: np.ndarray, domain: Domain, group_columns: tuple[str, ...], st
     rows = ~boxes.forbidden(out) if boxes else np.ones(len(out), dtype=bool)
     if not rows.all():
         broken = {rule: n for rule, n in boxes.counts(out[~rows]).items() if n}
-        log.info("structure: %d synthetic rows left out: their group columns meet no record the edit rules allow "
-                 "(%s)", int((~rows).sum()), ", ".join(sorted(broken)))
+        (log.warning if not rows.any() else log.info)(
+            "structure: %d synthetic rows left out%s: their group columns meet no record the edit rules allow (%s)",
+            int((~rows).sum()), ", every row of the release" if not rows.any() else "", ", ".join(sorted(broken)))
         out = out[rows]
     return out, rows
 

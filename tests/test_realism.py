@@ -97,6 +97,21 @@ def test_a_rules_threshold_on_a_grid_of_decimals_cuts_just_below_it():
     assert len(rule_boxes(schema.rules, enc).boxes) == 4
 
 
+def test_repair_with_group_columns_returns_what_it_cannot_mend():
+    """With kept (group) columns, records of cells the rules allow nothing in come back as they are, even where no
+    record of the batch passes (the caller leaves them out); without them, G is mended, and rules no record meets
+    still raise."""
+    from dpsyn.lib.records.constraints import Box, Boxes
+    boxes = Boxes((Box((0,), (np.array([True, False]),), 0, "G = 1 only"),))  # forbids G = 0 whatever X holds
+    codes = np.array([[0, 1], [0, 2], [0, 0]], dtype=np.int32)
+    out = repair(codes, boxes, np.random.default_rng(0), keep=(0,))
+    assert (out == codes).all() and boxes.forbidden(out).all()
+    assert not boxes.forbidden(repair(codes, boxes, np.random.default_rng(0))).any()
+    nothing = Boxes((Box((0,), (np.array([True, True]),), 0, "no record"),))
+    with pytest.raises(ValueError):
+        repair(codes, nothing, np.random.default_rng(0))
+
+
 def test_a_forbidden_record_never_appears_in_gum_output():
     schema = schema_of(RULED, RULES)
     enc = Encoder.fit(schema)
@@ -269,3 +284,18 @@ def test_rows_of_a_group_the_rules_forbid_are_left_out(caplog):
     schema = schema_of(columns, rules)
     assert set(violations(table, schema.rules, {c.name: c for c in schema.columns}).values()) == {0}
     assert "left out" in caplog.text and "G = 0 => H = a" in caplog.text  # (0, b) left out, not moved to (0, a)
+
+
+def test_rules_no_record_meets_together_are_refused_before_any_data_is_read(tmp_path, capsys):
+    """"C = 0 => D = 0" and "X < 5 => D = 9" where C has one value and every X is below 5: no record meets both, a
+    fact of the parameters alone: one line, exit 2, nothing written (it stopped synthesis with exit 1)."""
+    from dpsyn.main import main
+    columns = {"C": {"values": [0]}, "D": {"values": [0, 9]}, "X": {"dtype": "int", "min": 0, "max": 4}}
+    (tmp_path / "p.json").write_text(json.dumps({"runs": RUNS, "schema": columns,
+                                                 "constraints": ["C = 0 => D = 0", "X < 5 => D = 9"]}))
+    pd.DataFrame({"C": [0] * 20, "D": [0] * 20, "X": list(range(5)) * 4}).to_csv(tmp_path / "private.csv", index=False)
+    code = main(["--params", str(tmp_path / "p.json"), "--private", str(tmp_path / "private.csv"),
+                 "--output", str(tmp_path / "out" / "s.csv")])
+    err = [line for line in capsys.readouterr().err.strip().splitlines() if not line.startswith("WARNING")]
+    assert code == 2 and len(err) == 1 and "no record meets every edit rule together" in err[0], err
+    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())

@@ -106,8 +106,8 @@ def repair(codes: np.ndarray, boxes: Boxes, rng: np.random.Generator, keep: tupl
     were (group columns: a box whose rule would change one is mended through another of its columns, ``_kept``,
     and one no other column can leave is not mended), a record copied whole taking a valid record of its own kept
     codes, and a record no valid record of its kept codes exists for returned still forbidden (the caller
-    decides; stages/structure.finish leaves it out).  Raises ValueError when no record at all satisfies the
-    rules."""
+    decides; stages/structure.finish leaves it out), every record where none passes.  Without ``keep``, raises
+    ValueError when no record at all satisfies the rules."""
     out = np.array(codes, dtype=np.int32, copy=True)
     if not boxes or len(out) == 0:
         return out
@@ -125,6 +125,8 @@ def repair(codes: np.ndarray, boxes: Boxes, rng: np.random.Generator, keep: tupl
     if bad.any():
         valid = np.flatnonzero(~bad)
         if not len(valid):
+            if keep:  # no record of any kept cell here was mended: returned as they are, for the caller to leave out
+                return out
             raise ValueError("the edit rules leave no record that satisfies all of them")
         _copy_valid(out, bad, valid, np.asarray(keep, dtype=np.intp), rng)
     return out
