@@ -32,7 +32,7 @@ from dpsyn.dataloader.schema import CATEGORICAL, Column, Schema, SchemaError
 from dpsyn.lib.records.constraints import Box, Boxes, Derivation, NullLink, repair
 from dpsyn.lib.tuning import T
 
-PROBE_RECORDS = 2000  # random records of the domain repair starts from to find one the edit rules allow
+PROBE_RECORDS = 20_000  # random records of the domain repair starts from to find one the edit rules allow
 
 
 
