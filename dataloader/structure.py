@@ -245,6 +245,8 @@ def rule_boxes(rules, encoder: Encoder) -> Boxes:
                 box = dict(masks)
                 for j, m in extra.items():
                     box[j] = box[j] & m if j in box else m
+                # one entry a code: a numeric column's atoms also answer for a null its codes may not have
+                box = {j: m[:encoder.coders[j].size] for j, m in box.items()}
                 if all(m.any() for m in box.values()):
                     boxes.append(Box(tuple(box), tuple(box.values()), _fix_column(box, names.index(fix)), rule.text))
     return Boxes(tuple(boxes))

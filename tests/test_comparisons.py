@@ -239,3 +239,20 @@ def test_a_comparison_whose_own_column_has_one_value_is_met_through_the_other():
     parameters = {"runs": RUNS, "schema": columns, "constraints": ["C >= X"]}
     (run,) = release(private, parameters, None, "dpsyn", {}, seed=2, group_columns=())
     assert len(run.table) and (run.table.X.astype(float) <= 0).all()
+
+
+def test_every_box_mask_has_one_entry_per_code():
+    """A numeric column without a null token has no null code, though its atoms answer for a null too: a box's mask
+    on it keeps one entry per code, so that repair's values outside a box (its uniform fallback) are codes the
+    column has (the extra entry let it write one past the last, which the GUM kernel read out of bounds)."""
+    columns = {"C": {"dtype": "int", "min": 0, "max": 0}, "X": {"dtype": "float", "min": 0.0, "max": 10.0},
+               "A": {"dtype": "int", "min": 0, "max": 90}, "M": {"values": ["x", "y"], "null": "N"}}
+    schema = schema_of(columns, ["C >= X", "A < 15 <=> M = N"])
+    enc = Encoder.fit(schema)
+    boxes = rule_boxes(schema.rules, enc)
+    assert all(len(m) == enc.sizes[c] for box in boxes.boxes for c, m in zip(box.columns, box.masks))
+    from dpsyn.lib.records.constraints import repair
+    rng = np.random.default_rng(0)
+    codes = np.column_stack([rng.integers(0, s, 500) for s in enc.sizes]).astype(np.int32)
+    out = repair(codes, boxes, rng)
+    assert (out < np.asarray(enc.sizes)).all() and not boxes.forbidden(out).any()
