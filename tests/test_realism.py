@@ -299,3 +299,17 @@ def test_rules_no_record_meets_together_are_refused_before_any_data_is_read(tmp_
     err = [line for line in capsys.readouterr().err.strip().splitlines() if not line.startswith("WARNING")]
     assert code == 2 and len(err) == 1 and "no record meets every edit rule together" in err[0], err
     assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())
+
+
+def test_rules_whose_fixes_undo_each_other_are_met_through_another_column():
+    """"C = 0 => D = 0" (C of one value) and "X < 5 => D = 9": each fixes D, the one undoing the other; from the
+    second pass on a box's other columns take turns, so records starting with X below 5 end with X of 5 or more
+    and D = 0 (repair raised 'the edit rules leave no record that satisfies all of them')."""
+    schema = schema_of({"C": {"values": [0]}, "D": {"values": [0, 9]}, "X": {"dtype": "int", "min": 0, "max": 9}},
+                       ["C = 0 => D = 0", "X < 5 => D = 9"])
+    enc = Encoder.fit(schema)
+    boxes = rule_boxes(schema.rules, enc)
+    rng = np.random.default_rng(1)
+    codes = np.column_stack([np.zeros(300), rng.integers(0, 2, 300), rng.integers(0, 5, 300)]).astype(np.int32)
+    out = repair(codes, boxes, rng)
+    assert not boxes.forbidden(out).any() and (out[:, 1] == 0).all() and (out[:, 2] >= 5).all()

@@ -112,12 +112,17 @@ def repair(codes: np.ndarray, boxes: Boxes, rng: np.random.Generator, keep: tupl
     if not boxes or len(out) == 0:
         return out
     mended = [box for box in _kept(boxes, keep) if box.fix not in keep]  # a box only kept columns decide: none
-    for _ in range(T.constraints_repair_passes):
+    # from the second pass on, each box's other columns take turns: two rules whose fixes undo each other
+    # ("C = 0 => D = 0", "X < 5 => D = 9") are met by changing X
+    turns = [[box] + [replace(box, fix=c) for c, m in zip(box.columns, box.masks)
+                      if c != box.fix and c not in keep and not m.all()] for box in mended]
+    for p in range(T.constraints_repair_passes):
         bad = boxes.forbidden(out)
         if not bad.any():
             return out
         valid = ~bad  # repairs change only forbidden rows, so these stay valid donors all pass
-        for box in mended:
+        for choices in turns:
+            box = choices[p % len(choices)]
             rows = np.flatnonzero(box.contains(out))
             if len(rows):
                 out[rows, box.fix] = _fix_values(out, box, valid, rows, rng)
