@@ -19,7 +19,7 @@ release's post-processing (stages/structure.py).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -189,7 +189,8 @@ def detect(schema: Schema, encoder: Encoder, public: PublicViews | None, group_c
     names = tuple(encoder.names)
     notes = []
     boxes = rule_boxes(schema.rules, encoder)
-    _check_satisfiable(boxes, encoder.sizes)
+    if boxes:
+        boxes = replace(boxes, witness=_witness(boxes, encoder.sizes))
     if schema.rules:
         notes.append(f"edit rules: {len(schema.rules)} declared ({len(boxes.boxes)} forbidden patterns); "
                      f"synthesis keeps every record inside them")
@@ -213,17 +214,15 @@ def detect(schema: Schema, encoder: Encoder, public: PublicViews | None, group_c
     return Structure(boxes, derivations, links, group_level, tuple(notes))
 
 
-def _check_satisfiable(boxes: Boxes, sizes: tuple[int, ...]) -> None:
-    """SchemaError where repair finds no record the rules allow from PROBE_RECORDS random records of the
-    encoded domain (the rules contradict each other: "C = 0 => D = 0" and "X < 5 => D = 9" where every X is below
-    5).  Public: the rules and the domain only, under a fixed seed; without this, such rules stopped the release
-    once synthesis reached them."""
-    if not boxes:
-        return
+def _witness(boxes: Boxes, sizes: tuple[int, ...]) -> np.ndarray:
+    """One record in no box, repaired from PROBE_RECORDS random records of the encoded domain (fixed seed): public,
+    from the rules and the domain only; repair's donor of last resort.  SchemaError where none can be found (the
+    rules contradict each other: "C = 0 => D = 0" and "X < 5 => D = 9" where every X is below 5), before any
+    data is read; such rules stopped the release once synthesis reached them."""
     rng = np.random.default_rng(0)
     codes = np.column_stack([rng.integers(0, s, PROBE_RECORDS) for s in sizes]).astype(np.int32)
     try:
-        repair(codes, boxes, rng)
+        return repair(codes, boxes, rng)[0]
     except ValueError:
         raise SchemaError(["constraints: no record meets every edit rule together (check them against each other "
                            "and the columns' ranges)"]) from None

@@ -137,7 +137,8 @@ def synthesize_run(side: PublicSide, table: PrivateRecords, run: Run, setup: Run
     skipped = set(domain.indices(skip))
     ctx = RunContext(domain, run.epsilon, run.delta, run.max_records, setup.group_columns, setup.jobs,
                      np.random.default_rng(seeds[2]), skip=skip,
-                     boxes=Boxes(tuple(b for b in structure.boxes.boxes if not skipped & set(b.columns))),
+                     boxes=Boxes(tuple(b for b in structure.boxes.boxes if not skipped & set(b.columns)),
+                                 structure.boxes.witness),
                      tasks=engine.map if engine is not None else None)
     env = Env(encoder, ctx, structure)
     with ctx.timed("measuring"):

@@ -313,3 +313,19 @@ def test_rules_whose_fixes_undo_each_other_are_met_through_another_column():
     codes = np.column_stack([np.zeros(300), rng.integers(0, 2, 300), rng.integers(0, 5, 300)]).astype(np.int32)
     out = repair(codes, boxes, rng)
     assert not boxes.forbidden(out).any() and (out[:, 1] == 0).all() and (out[:, 2] >= 5).all()
+
+
+def test_repair_falls_back_on_the_rules_public_witness():
+    """Where no record of a batch can be mended, repair copies the witness the setup found (a record in no box, from
+    the rules and the domain alone), kept columns kept; without one it raises as before."""
+    from dataclasses import replace as with_field
+    from dpsyn.lib.tuning import T
+    schema = schema_of({"C": {"values": [0]}, "D": {"values": [0, 9]}, "X": {"dtype": "int", "min": 0, "max": 9}},
+                       ["C = 0 => D = 0", "X < 5 => D = 9"])
+    boxes = rule_boxes(schema.rules, Encoder.fit(schema))
+    codes = np.column_stack([np.zeros(50), np.ones(50), np.zeros(50)]).astype(np.int32)  # D = 9, X = 0: forbidden
+    with T.overridden({"constraints_repair_passes": 0}):
+        with pytest.raises(ValueError):
+            repair(codes, boxes, np.random.default_rng(0))
+        out = repair(codes, with_field(boxes, witness=np.array([0, 0, 7], dtype=np.int32)), np.random.default_rng(0))
+    assert not boxes.forbidden(out).any() and (out == [0, 0, 7]).all()

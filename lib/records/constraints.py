@@ -18,7 +18,7 @@ that repair changes to take a record out of it (``fix``).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numba
 import numpy as np
@@ -53,9 +53,11 @@ class Box:
 
 @dataclass(frozen=True)
 class Boxes:
-    """A set of forbidden boxes, with a packed form for the GUM kernel."""
+    """A set of forbidden boxes, with a packed form for the GUM kernel; ``witness``, where known, one record in no
+    box (public: found from the rules and the domain alone), repair's donor of last resort."""
 
     boxes: tuple[Box, ...] = ()
+    witness: np.ndarray | None = field(default=None, compare=False)
 
     def __bool__(self) -> bool:
         return bool(self.boxes)
@@ -112,28 +114,39 @@ def repair(codes: np.ndarray, boxes: Boxes, rng: np.random.Generator, keep: tupl
     if not boxes or len(out) == 0:
         return out
     mended = [box for box in _kept(boxes, keep) if box.fix not in keep]  # a box only kept columns decide: none
-    # from the second pass on, each box's other columns take turns: two rules whose fixes undo each other
-    # ("C = 0 => D = 0", "X < 5 => D = 9") are met by changing X
+    # where records are still forbidden after the passes on each box's own column, as many more passes in which the
+    # box's other columns take turns: two rules whose fixes undo each other ("C = 0 => D = 0", "X < 5 => D = 9")
+    # are met by changing X (only forbidden records change, so the first passes' work stays)
     turns = [[box] + [replace(box, fix=c) for c, m in zip(box.columns, box.masks)
                       if c != box.fix and c not in keep and not m.all()] for box in mended]
-    for p in range(T.constraints_repair_passes):
+    passes = T.constraints_repair_passes
+    for p in range(2 * passes):
         bad = boxes.forbidden(out)
         if not bad.any():
             return out
         valid = ~bad  # repairs change only forbidden rows, so these stay valid donors all pass
         for choices in turns:
-            box = choices[p % len(choices)]
+            box = choices[0] if p < passes else choices[(p - passes + 1) % len(choices)]
             rows = np.flatnonzero(box.contains(out))
             if len(rows):
                 out[rows, box.fix] = _fix_values(out, box, valid, rows, rng)
     bad = boxes.forbidden(out)
     if bad.any():
         valid = np.flatnonzero(~bad)
+        columns = np.asarray(keep, dtype=np.intp)
+        if not len(valid) and boxes.witness is not None:  # the public record in no box, kept columns kept
+            kept = out[np.ix_(np.flatnonzero(bad), columns)]
+            out[bad] = boxes.witness
+            out[np.ix_(np.flatnonzero(bad), columns)] = kept
+            bad = boxes.forbidden(out)
+            valid = np.flatnonzero(~bad)
+        if not bad.any():
+            return out
         if not len(valid):
             if keep:  # no record of any kept cell here was mended: returned as they are, for the caller to leave out
                 return out
             raise ValueError("the edit rules leave no record that satisfies all of them")
-        _copy_valid(out, bad, valid, np.asarray(keep, dtype=np.intp), rng)
+        _copy_valid(out, bad, valid, columns, rng)
     return out
 
 
