@@ -10,8 +10,9 @@ that repair changes to take a record out of it (``fix``).
 
 * :func:`repair` moves every record out of every box: the fix column takes the value of
   a random valid record that agrees with the box on its other columns (a "donor"), or,
-  failing one, a random value outside the box; records still forbidden after a few passes
-  become copies of random valid records (``keep`` columns excepted).
+  failing one, a random value outside the box (after a few passes, the box's other columns take turns);
+  records still forbidden then become copies of random valid records with their own ``keep`` codes (the
+  boxes' public ``witness`` where none is valid).
 * :func:`derive` makes each derived column a function of its parent (a public mapping,
   completed from the synthetic records' most common child per parent value) and each
   null-linked column null exactly when its parent is.
