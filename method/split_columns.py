@@ -202,7 +202,7 @@ class SplitColumns:
         split column a box's mask becomes, per coarse code, a mask on the offsets, and the coarse codes
         with the same offset mask share one box; so a box may become a few.  Such a box is repaired on
         the offset where its offsets are not all forbidden (moving the offset can leave it), else on the
-        coarse code."""
+        coarse code.  The boxes' witness (a record in none) comes along, encoded."""
         out = []
         for box in boxes.boxes:
             parts: list[tuple[tuple[int, ...], tuple[np.ndarray, ...], int]] = [((), (), box.fix)]
@@ -221,7 +221,8 @@ class SplitColumns:
                           fix if fix != col else col if offsets.all() else self.offset(col))
                          for c, m, fix in parts for offsets, coarse in shared.values()]
             out += [Box(c, m, fix, box.label) for c, m, fix in parts]
-        return Boxes(tuple(out))
+        witness = None if boxes.witness is None else self.encode(boxes.witness[None])[0]  # in no box here either
+        return Boxes(tuple(out), witness)
 
     def decode(self, records: np.ndarray) -> np.ndarray:
         """Records over the model's columns as records over the domain's.  A coarse code and offset

@@ -207,6 +207,10 @@ def test_rules_boxes_over_the_split_layout_forbid_exactly_the_records_whose_deco
     assert len(translated.boxes) > len(boxes.boxes)  # a mask over a split column becomes a few boxes
     fixed = repair(model, translated, np.random.default_rng(8))
     assert not boxes.forbidden(split.decode(fixed)).any()
+    witness = split.decode(fixed[:1])[0]  # a domain record in no box: its encoding is in no translated box
+    carried = split.boxes(Boxes(boxes.boxes, witness)).witness
+    assert carried is not None and not translated.forbidden(carried[None]).any()
+    np.testing.assert_array_equal(split.decode(carried[None])[0], witness)
 
 
 @pytest.mark.parametrize("noisy", [False, True])
