@@ -247,17 +247,8 @@ def rule_boxes(rules, encoder: Encoder) -> Boxes:
                 # one entry a code: a numeric column's atoms also answer for a null its codes may not have
                 box = {j: m[:encoder.coders[j].size] for j, m in box.items()}
                 if all(m.any() for m in box.values()):
-                    boxes.append(Box(tuple(box), tuple(box.values()), _fix_column(box, names.index(fix)), rule.text))
+                    boxes.append(Box(tuple(box), tuple(box.values()), names.index(fix), rule.text))
     return Boxes(tuple(boxes))
-
-
-def _fix_column(box: dict[int, np.ndarray], fix: int) -> int:
-    """The column repair changes to take a record out of ``box`` (column: mask of its forbidden codes): the rule's
-    ``fix``, unless the box forbids every code of it (``c0 >= c1`` with c0 of one value: changing c0 cannot help),
-    then the last column of the box that has a code outside it (for a comparison, the other column)."""
-    if fix in box and box[fix].all():
-        return next((j for j in reversed(list(box)) if not box[j].all()), fix)
-    return fix
 
 
 def _comparison_masks(atom: Atom, encoder: Encoder) -> list[dict[int, np.ndarray]]:

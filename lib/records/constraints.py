@@ -106,20 +106,18 @@ def record_forbidden(records, r, cols, box_ptr, masks, mask_ptr) -> bool:
 
 def repair(codes: np.ndarray, boxes: Boxes, rng: np.random.Generator, keep: tuple[int, ...] = ()) -> np.ndarray:
     """A copy of ``codes`` with no record in any box (see the module doc); ``keep``: columns repair leaves as they
-    were (group columns: a box whose rule would change one is mended through another of its columns, ``_kept``,
-    and one no other column can leave is not mended), a record copied whole taking a valid record of its own kept
+    were (group columns), a box mended through the column ``_mendable`` names (not where only kept columns decide
+    it), a record copied whole taking a valid record of its own kept
     codes, and a record no valid record of its kept codes exists for returned still forbidden (the caller
     decides; stages/structure.finish leaves it out), every record where none passes.  Without ``keep``, raises
     ValueError when no record at all satisfies the rules."""
     out = np.array(codes, dtype=np.int32, copy=True)
     if not boxes or len(out) == 0:
         return out
-    mended = [box for box in _kept(boxes, keep) if box.fix not in keep]  # a box only kept columns decide: none
     # where records are still forbidden after the passes on each box's own column, as many more passes in which the
     # box's other columns take turns: two rules whose fixes undo each other ("C = 0 => D = 0", "X < 5 => D = 9")
     # are met by changing X (only forbidden records change, so the first passes' work stays)
-    turns = [[box] + [replace(box, fix=c) for c, m in zip(box.columns, box.masks)
-                      if c != box.fix and c not in keep and not m.all()] for box in mended]
+    turns = [[box] + [replace(box, fix=c) for c in others] for box, others in _mendable(boxes, keep)]
     passes = T.constraints_repair_passes
     for p in range(2 * passes):
         bad = boxes.forbidden(out)
@@ -168,17 +166,20 @@ def _copy_valid(out: np.ndarray, bad: np.ndarray, valid: np.ndarray, keep: np.nd
             out[members] = out[rng.choice(pool, size=len(members))]
 
 
-def _kept(boxes: Boxes, keep: tuple[int, ...]) -> tuple[Box, ...]:
-    """``boxes``, each whose fix column is one of ``keep`` fixing instead the last of its other columns with a code
-    outside it ("PREGNANT = Y => SEX = F" with SEX a group column: PREGNANT), where there is one."""
+def _mendable(boxes: Boxes, keep: tuple[int, ...]) -> list[tuple[Box, list[int]]]:
+    """(box, its other columns repair may change) for each box repair can take a record out of: a column may change
+    where it is not one of ``keep`` and the box leaves it a code outside.  The box's own column is its rule's
+    fix, else the last such column of it ("PREGNANT = Y => SEX = F" with SEX a group column: PREGNANT; "C >= X"
+    with C of one value: X); a box with none (only kept columns decide it) is left out: the caller's."""
     out = []
     for box in boxes.boxes:
-        if box.fix in keep:
-            other = next((c for c, m in zip(reversed(box.columns), reversed(box.masks))
-                          if c not in keep and not m.all()), box.fix)
-            box = replace(box, fix=other)
-        out.append(box)
-    return tuple(out)
+        movable = [c for c, m in zip(box.columns, box.masks) if c not in keep and not m.all()]
+        if box.fix in keep or (box.fix in box.columns and box.fix not in movable):
+            if not movable:
+                continue
+            box = replace(box, fix=movable[-1])
+        out.append((box, [c for c in movable if c != box.fix]))
+    return out
 
 
 def _fix_values(codes: np.ndarray, box: Box, valid: np.ndarray, rows: np.ndarray, rng: np.random.Generator):
