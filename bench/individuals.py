@@ -13,8 +13,11 @@ or more) whose stable columns agree and whose advancing columns advance, and eac
 transition-table TVD.  The transition tables' noise floor is the TVD their measurement's noise alone would
 give the table pooled over the clock, at most 1: E|N(0, σ²)| = σ·sqrt(2/π) per pooled cell (σ the noise sd
 times the square root of the clock values that start pairs) over twice the real table's pairs; for a column
-measured as stays only (PUMA), the floor of its stays table, which is not the whole table scored.  The page
-section "## Synthetic individuals" of ``--out`` is replaced by the table.
+measured as stays only (PUMA), the floor of its stays table, which is not the whole table scored.  Beside it,
+the margins floor (``dpsyn score``'s, evaluation/individuals.py ``margins_floor``): the least TVD any linking of
+the same synthetic rows could reach with the same codes starting and ending pairs, so the gap between it and the
+TVD is the linking's and the floor itself the rows'.  The page section "## Synthetic individuals" of ``--out`` is
+replaced by the table.
 """
 from __future__ import annotations
 
@@ -80,7 +83,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=HERE / "RESULTS.md")
     args = parser.parse_args()
     header = ["| dataset | ε | score without / with | seconds without / with | rows per individual TVD | "
-              "stable agree | advance | transition TVD (noise floor) |", "|---|---|---|---|---|---|---|---|"]
+              "stable agree | advance | transition TVD (noise floor; margins floor) |", "|---|---|---|---|---|---|---|---|"]
     lines = list(header)
     print("\n".join(lines), flush=True)
     for name in args.datasets:
@@ -101,7 +104,8 @@ def main() -> None:
             follow = DECLARED[name]["follow"]
             floors = {m.query.column: floor(m, pairs) for m in runs["with"][0][2]}
             transitions = ", ".join(
-                f"{c} {np.mean([p['transitions_tvd'][c] for p in people]):.3f} ({floors[c]:.3f})" for c in follow)
+                f"{c} {np.mean([p['transitions_tvd'][c] for p in people]):.3f} ({floors[c]:.3f}; "
+                f"{np.mean([p['transitions_margins_floor'][c] for p in people]):.3f})" for c in follow)
             line = (f"| {name} | {eps:g} | "
                     + " / ".join(f"{np.mean([r['sprint2_score'] for r, _, _ in runs[v]]):.1f}" for v in runs) + " | "
                     + " / ".join(f"{np.mean([s for _, s, _ in runs[v]]):.1f}" for v in runs) + " | "

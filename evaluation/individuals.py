@@ -13,7 +13,10 @@ section (dataloader/individuals.py), each individual's rows are taken in the ord
   pair of consecutive rows, on the evaluation bins.
 
 Against the real table: the total variation distance of rows per individual and of each transition table
-(1.0 where one side has no pair of consecutive rows and the other has some).
+(1.0 where one side has no pair of consecutive rows and the other has some), and for each transition table
+the least TVD that any table with the synthetic table's own margins (the codes its pairs start from and end
+at) could reach (``margins_floor``): what relinking the same rows, without changing who starts or ends a pair,
+could at best achieve; the rest of the error is in the synthetic rows' codes.
 """
 from __future__ import annotations
 
@@ -22,6 +25,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from scipy.optimize import linprog
 
 from dpsyn.dataloader.individuals import Individual
 
@@ -99,6 +104,32 @@ def _tvd(real: dict, synthetic: dict) -> float:
     return 0.5 * sum(abs(real.get(k, 0) / total_r - synthetic.get(k, 0) / total_s) for k in keys)
 
 
+def margins_floor(real: dict, synthetic: dict) -> float:
+    """The least TVD between the real transition table (counts keyed (a, b)) and any table with the synthetic
+    one's margins (the shares of pairs from each a and to each b): 1 minus the largest overlap, where the overlap
+    m_ab is at most the real share of (a, b) and sums, over each a (each b), to at most the synthetic margin.  Any
+    such overlap can be completed into a table with those margins (what the margins leave has equal totals on
+    both sides), so this is exact.  1.0 or 0.0 where a side has no pairs, as ``_tvd``."""
+    total_r, total_s = sum(real.values()), sum(synthetic.values())
+    if not total_r or not total_s:
+        return 0.0 if total_r == total_s else 1.0
+    cells = sorted(real)
+    froms = sorted({a for a, _ in cells} | {a for a, _ in synthetic})
+    tos = sorted({b for _, b in cells} | {b for _, b in synthetic})
+    row, col = {a: i for i, a in enumerate(froms)}, {b: i for i, b in enumerate(tos)}
+    row_margin, col_margin = np.zeros(len(froms)), np.zeros(len(tos))
+    for (a, b), n in synthetic.items():
+        row_margin[row[a]] += n / total_s
+        col_margin[col[b]] += n / total_s
+    upper = np.array([real[c] / total_r for c in cells])
+    a_ub = np.zeros((len(froms) + len(tos), len(cells)))
+    for k, (a, b) in enumerate(cells):
+        a_ub[row[a], k] = a_ub[len(froms) + col[b], k] = 1.0
+    best = linprog(-np.ones(len(cells)), A_ub=a_ub, b_ub=np.r_[row_margin, col_margin],
+                   bounds=list(zip(np.zeros(len(cells)), upper)), method="highs")
+    return float(np.clip(1.0 + best.fun, 0.0, 1.0)) if best.status == 0 else float("nan")
+
+
 def compare(real: Individuals, synthetic: Individuals) -> dict:
     """The scores of synthetic individuals against the real ones (module doc)."""
     n = sum(synthetic.sizes.values())
@@ -109,4 +140,6 @@ def compare(real: Individuals, synthetic: Individuals) -> dict:
         out["advance"] = synthetic.advance
     if real.transitions:
         out["transitions_tvd"] = {c: _tvd(t, synthetic.transitions.get(c, {})) for c, t in real.transitions.items()}
+        out["transitions_margins_floor"] = {c: margins_floor(t, synthetic.transitions.get(c, {}))
+                                            for c, t in real.transitions.items()}
     return out

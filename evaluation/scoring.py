@@ -170,7 +170,10 @@ def individuals_line(scores: dict) -> str:
         parts.append(f"stable columns agree in {_share(scores['stable_agree'])}, advancing columns advance in "
                      f"{_share(scores['advance'])} of those with two rows or more")
     if scores.get("transitions_tvd"):
-        parts.append("transition TVD " + ", ".join(f"{c} {t:.3f}" for c, t in scores["transitions_tvd"].items()))
+        floors = scores.get("transitions_margins_floor", {})
+        parts.append("transition TVD " + ", ".join(
+            f"{c} {t:.3f}" + (f" (at best {floors[c]:.3f} with these rows' margins)" if c in floors else "")
+            for c, t in scores["transitions_tvd"].items()))
     return "; ".join(parts)
 
 

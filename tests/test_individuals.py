@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 
 from dpsyn.dataloader.schema import SchemaError, parse_schema
+from dpsyn.evaluation.individuals import margins_floor
 from dpsyn.evaluation.scoring import EvaluationOptions, Evaluator
 from dpsyn.main import main
 
@@ -89,6 +90,21 @@ def test_linked_rows_that_break_the_declaration_are_counted():
     assert s["rows_per_individual_tvd"] == pytest.approx(2 / 3)  # {2: 1} against thirds of 3, 2 and 1
 
 
+def test_the_margins_floor_is_the_brute_force_least_tvd():
+    """2 x 2 tables with the synthetic margins (rows 1/4, 3/4; columns 1/2, 1/2) have one free cell x in [0, 1/4]:
+    the least TVD to the real table over a fine grid of x is the floor."""
+    real = {(0, 0): 3, (0, 1): 1, (1, 1): 2}
+    synthetic = {(0, 0): 1, (1, 0): 1, (1, 1): 2}
+    r = np.array([[3, 1], [0, 2]]) / 6
+    brute = min(0.5 * np.abs(np.array([[x, 0.25 - x], [0.5 - x, 0.25 + x]]) - r).sum()
+                for x in np.linspace(0, 0.25, 25_001))
+    assert margins_floor(real, synthetic) == pytest.approx(brute, abs=1e-5)
+    assert margins_floor(real, real) == pytest.approx(0.0, abs=1e-9)
+    assert margins_floor(real, {}) == 1.0 and margins_floor({}, {}) == 0.0
+    # a code the real pairs never start from: its margin cannot overlap at all
+    assert margins_floor({(0, 0): 1}, {(0, 0): 1, (2, 0): 1}) == pytest.approx(0.5)
+
+
 def test_the_score_command_reports_individuals(tmp_path, capsys):
     (tmp_path / "p.json").write_text(json.dumps(params()))
     REAL.to_csv(tmp_path / "real.csv", index=False)
@@ -97,6 +113,7 @@ def test_the_score_command_reports_individuals(tmp_path, capsys):
                  "--synthetic", str(tmp_path / "synthetic.csv"), "--id-column", "id", "--group-columns", "none"])
     out = capsys.readouterr()
     assert code == 0 and "individuals: 3 with 2.00 rows each" in out.err
+    assert "EMP 0.000 (at best 0.000 with these rows' margins)" in out.err
     assert json.loads(out.out)["runs"]["1"]["individuals"]["advance"] == 1.0
     code = main(["score", "--params", str(tmp_path / "p.json"), "--real", str(tmp_path / "real.csv"),
                  "--synthetic", str(tmp_path / "synthetic.csv"), "--id-column", "nope"])
