@@ -382,12 +382,14 @@ class _Keys:
     def changes(self, wanted: np.ndarray, keys: np.ndarray) -> np.ndarray:
         """|wanted| × |keys|: how far a row of each key is from each wanted key: 1 for each stable column that
         differs, and the distance in bins of each advancing column."""
+        wanted, at_wanted = np.unique(wanted, return_inverse=True)  # worked out once per distinct key
+        keys, at_keys = np.unique(keys, return_inverse=True)
         a, b = self.digits(wanted), self.digits(keys)
         out = np.zeros((len(wanted), len(keys)))
         for j in range(len(self.sizes)):
             gap = np.abs(a[:, j][:, None] - b[:, j][None, :])
             out += gap if j >= self.moves else gap > 0
-        return out
+        return out[at_wanted][:, at_keys]
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,8 @@ import pytest
 
 from dpsyn import api
 from dpsyn.lib.privacy.queries import clock_pattern_count, clock_patterns
-from dpsyn.lib.records.linking import NO_KEY, Homes, Rows, _Steering, consecutive, coverage, link, plan_patterns
+from dpsyn.lib.records.linking import (NO_KEY, Homes, Rows, _open_uniform, _Steering, consecutive, coverage, link,
+                                       plan_patterns)
 from dpsyn.stages import individuals as stage
 
 
@@ -354,3 +355,22 @@ def test_homes_are_off_where_the_structure_ties_a_stable_or_advancing_column():
     assert homes() == ["AREA"] and homes(("EMP", "JOB")) == ["AREA"]
     assert homes(("AGE", "JOB")) == [] and homes(("JOB", "SEX")) == []
     assert homes(groups=("YEAR",)) == [] and homes(groups=("AREA", "SEX", "YEAR")) == []
+
+
+def test_the_links_gumbel_noise_is_numpys_own_draws():
+    """Linking's Gumbel noise, taken from whole arrays of uniforms, is numpy's own sampler's (the same stream of
+    uniforms, up to the last bit of a logarithm), and a uniform of 0 is drawn again as numpy draws it again."""
+    ours = -np.log(-np.log(_open_uniform(np.random.default_rng(3), (300, 200))))
+    assert np.allclose(ours, np.random.default_rng(3).gumbel(size=(300, 200)), rtol=0, atol=1e-12)
+
+    class ZeroFirst:
+        def __init__(self):
+            self.rng, self.first = np.random.default_rng(0), True
+
+        def random(self, size):
+            out = self.rng.random(size)
+            if self.first:
+                out.flat[0], self.first = 0.0, False
+            return out
+    u = _open_uniform(ZeroFirst(), (2, 2))
+    assert ((u > 0) & (u < 1)).all()
