@@ -14,9 +14,9 @@ transition-table TVD.  The transition tables' noise floor is the TVD their measu
 give the table pooled over the clock, at most 1: E|N(0, σ²)| = σ·sqrt(2/π) per pooled cell (σ the noise sd
 times the square root of the clock values that start pairs) over twice the real table's pairs; for a column
 measured as stays only (PUMA), the floor of its stays table, which is not the whole table scored.  Beside it,
-the margins floor (``dpsyn score``'s, evaluation/individuals.py ``margins_floor``): the least TVD any linking of
-the same synthetic rows could reach with the same codes starting and ending pairs, so the gap between it and the
-TVD is the linking's and the floor itself the rows'.  The page section "## Synthetic individuals" of ``--out`` is
+the margins floor (``dpsyn score``'s, evaluation/individuals.py ``margins_floor``): the least TVD of any table
+whose pairs start from and end at the synthetic pairs' codes at each step, below which no linking of the same
+rows gets, so the error up to it is the rows' own.  The page section "## Synthetic individuals" of ``--out`` is
 replaced by the table.
 """
 from __future__ import annotations

@@ -14,9 +14,10 @@ section (dataloader/individuals.py), each individual's rows are taken in the ord
 
 Against the real table: the total variation distance of rows per individual and of each transition table
 (1.0 where one side has no pair of consecutive rows and the other has some), and for each transition table
-the least TVD that any table with the synthetic table's own margins (the codes its pairs start from and end
-at) could reach (``margins_floor``): what relinking the same rows, without changing who starts or ends a pair,
-could at best achieve; the rest of the error is in the synthetic rows' codes.
+its margins floor (``margins_floor``): the least TVD of any table whose pairs start from and end at the same
+codes as the synthetic pairs at each step of the clock.  No linking of the synthetic rows that keeps which
+rows start and end pairs at each step gets below it (keys, homes and whole counts may keep a linking above
+it), so it bounds what linking alone could mend; the error up to it is in the synthetic rows' codes.
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from scipy.optimize import linprog
+from scipy.sparse import coo_array
 
 from dpsyn.dataloader.individuals import Individual
 
@@ -42,6 +44,8 @@ class Individuals:
     stable: float | None
     advance: float | None
     transitions: dict[str, dict[tuple[int, int], int]]
+    # the same by step: (clock code of the pair's first row, of its second, a, b) -> count
+    steps: dict[str, dict[tuple[int, int, int, int], int]]
 
 
 def individuals(ids: pd.Series, table: pd.DataFrame, codes: np.ndarray, names: list[str],
@@ -54,7 +58,7 @@ def individuals(ids: pd.Series, table: pd.DataFrame, codes: np.ndarray, names: l
     sizes = {int(k): int(v) for k, v in sizes.items()}
     linked = int((counts >= 2).sum())
     if declared is None:
-        return Individuals(sizes, linked, None, None, {})
+        return Individuals(sizes, linked, None, None, {}, {})
     # rows in the clock's order: its codes (schema order, or bins); its numbers measure the steps of advances
     step = codes[:, names.index(declared.clock)] if declared.clock else np.zeros(len(table), dtype=np.int32)
     clock = _numbers(table[declared.clock]) if declared.clock else np.zeros(len(table))
@@ -75,12 +79,18 @@ def individuals(ids: pd.Series, table: pd.DataFrame, codes: np.ndarray, names: l
             with np.errstate(invalid="ignore"):
                 ok[1:] &= ~same | np.isclose(values[1:] - values[:-1], clock[1:] - clock[:-1])
         advance = _share(person, ok, many) if declared.advances else None
-    transitions = {}
+    transitions, steps = {}, {}
+    at = step[order]
     for name in declared.follow:
         values = codes[order, names.index(name)]
-        pairs, counts = np.unique(np.column_stack([values[:-1][same], values[1:][same]]), axis=0, return_counts=True)
-        transitions[name] = {(int(a), int(b)): int(n) for (a, b), n in zip(pairs, counts)}
-    return Individuals(sizes, linked, stable, advance, transitions)
+        pairs, counts = np.unique(np.column_stack([at[:-1][same], at[1:][same], values[:-1][same], values[1:][same]]),
+                                  axis=0, return_counts=True)
+        steps[name] = {(int(s), int(t), int(a), int(b)): int(n) for (s, t, a, b), n in zip(pairs, counts)}
+        pooled: dict[tuple[int, int], int] = {}
+        for (_, _, a, b), n in steps[name].items():
+            pooled[a, b] = pooled.get((a, b), 0) + n
+        transitions[name] = dict(sorted(pooled.items()))
+    return Individuals(sizes, linked, stable, advance, transitions, steps)
 
 
 def _numbers(text: pd.Series) -> np.ndarray:
@@ -105,29 +115,40 @@ def _tvd(real: dict, synthetic: dict) -> float:
 
 
 def margins_floor(real: dict, synthetic: dict) -> float:
-    """The least TVD between the real transition table (counts keyed (a, b)) and any table with the synthetic
-    one's margins (the shares of pairs from each a and to each b): 1 minus the largest overlap, where the overlap
-    m_ab is at most the real share of (a, b) and sums, over each a (each b), to at most the synthetic margin.  Any
-    such overlap can be completed into a table with those margins (what the margins leave has equal totals on
-    both sides), so this is exact.  1.0 or 0.0 where a side has no pairs, as ``_tvd``."""
+    """The least TVD between the real transition table (counts keyed (a, b), pooled over the clock) and any table
+    whose pairs at each step start from and end at the same codes as the synthetic pairs there (``synthetic``:
+    counts keyed (step's first clock code, its second, a, b)): 1 minus the largest overlap, m[g, a, b] >= 0 for
+    each step g, summing over each a (each b) to at most the synthetic share of pairs from a (to b) at g, and
+    over the steps to at most the real share of (a, b).  At each step, what such an overlap leaves of the
+    margins has equal totals on both sides and so completes into a table with them, which can only add to the
+    overlap: the bound is exact.  1.0 or 0.0 where a side has no pairs, as ``_tvd``."""
     total_r, total_s = sum(real.values()), sum(synthetic.values())
     if not total_r or not total_s:
         return 0.0 if total_r == total_s else 1.0
-    cells = sorted(real)
-    froms = sorted({a for a, _ in cells} | {a for a, _ in synthetic})
-    tos = sorted({b for _, b in cells} | {b for _, b in synthetic})
-    row, col = {a: i for i, a in enumerate(froms)}, {b: i for i, b in enumerate(tos)}
-    row_margin, col_margin = np.zeros(len(froms)), np.zeros(len(tos))
-    for (a, b), n in synthetic.items():
-        row_margin[row[a]] += n / total_s
-        col_margin[col[b]] += n / total_s
-    upper = np.array([real[c] / total_r for c in cells])
-    a_ub = np.zeros((len(froms) + len(tos), len(cells)))
-    for k, (a, b) in enumerate(cells):
-        a_ub[row[a], k] = a_ub[len(froms) + col[b], k] = 1.0
-    best = linprog(-np.ones(len(cells)), A_ub=a_ub, b_ub=np.r_[row_margin, col_margin],
-                   bounds=list(zip(np.zeros(len(cells)), upper)), method="highs")
-    return float(np.clip(1.0 + best.fun, 0.0, 1.0)) if best.status == 0 else float("nan")
+    cells = sorted(c for c, n in real.items() if n > 0)
+    groups = sorted({(s, t) for s, t, _, _ in synthetic})
+    margins: dict[tuple, float] = {}  # (g, 0, a) and (g, 1, b) -> synthetic share
+    for (s, t, a, b), n in synthetic.items():
+        for key in (((s, t), 0, a), ((s, t), 1, b)):
+            margins[key] = margins.get(key, 0.0) + n / total_s
+    limits: list[tuple] = list(margins) + cells  # a constraint each: a step's margin, then a real cell's share
+    index = {key: i for i, key in enumerate(limits)}
+    variables = [(g, cell) for g in groups for cell in cells]
+    rows, columns = [], []
+    for k, (g, (a, b)) in enumerate(variables):
+        keys: tuple[tuple, ...] = ((g, 0, a), (g, 1, b), (a, b))
+        for key in keys:
+            if key in index:  # a step without pairs from a (or to b) leaves the variable at 0 below
+                rows.append(index[key])
+                columns.append(k)
+    upper = np.array([margins[key] for key in limits[:len(margins)]] + [real[c] / total_r for c in cells])
+    shut = np.array([(g, 0, a) not in margins or (g, 1, b) not in margins for g, (a, b) in variables], dtype=bool)
+    matrix = coo_array((np.ones(len(rows)), (rows, columns)), shape=(len(limits), len(variables)))
+    best = linprog(-np.ones(len(variables)), A_ub=matrix, b_ub=upper,
+                   bounds=np.column_stack([np.zeros(len(variables)), np.where(shut, 0.0, np.inf)]), method="highs")
+    if best.status != 0:  # always feasible (no overlap) and bounded: a failure is numerical
+        raise RuntimeError(f"margins floor: the linear program failed ({best.message})")
+    return float(np.clip(1.0 + best.fun, 0.0, 1.0))
 
 
 def compare(real: Individuals, synthetic: Individuals) -> dict:
@@ -140,6 +161,6 @@ def compare(real: Individuals, synthetic: Individuals) -> dict:
         out["advance"] = synthetic.advance
     if real.transitions:
         out["transitions_tvd"] = {c: _tvd(t, synthetic.transitions.get(c, {})) for c, t in real.transitions.items()}
-        out["transitions_margins_floor"] = {c: margins_floor(t, synthetic.transitions.get(c, {}))
+        out["transitions_margins_floor"] = {c: margins_floor(t, synthetic.steps.get(c, {}))
                                             for c, t in real.transitions.items()}
     return out

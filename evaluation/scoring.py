@@ -172,7 +172,7 @@ def individuals_line(scores: dict) -> str:
     if scores.get("transitions_tvd"):
         floors = scores.get("transitions_margins_floor", {})
         parts.append("transition TVD " + ", ".join(
-            f"{c} {t:.3f}" + (f" (at best {floors[c]:.3f} with these rows' margins)" if c in floors else "")
+            f"{c} {t:.3f}" + (f" (margins floor {floors[c]:.3f})" if c in floors else "")
             for c, t in scores["transitions_tvd"].items()))
     return "; ".join(parts)
 
