@@ -389,7 +389,7 @@ class _Keys:
         for j in range(len(self.sizes)):
             gap = np.abs(a[:, j][:, None] - b[:, j][None, :])
             out += gap if j >= self.moves else gap > 0
-        return out[at_wanted][:, at_keys]
+        return out[np.ix_(at_wanted, at_keys)]
 
 
 @dataclass(frozen=True)

@@ -373,4 +373,6 @@ def test_the_links_gumbel_noise_is_numpys_own_draws():
                 out.flat[0], self.first = 0.0, False
             return out
     u = _open_uniform(ZeroFirst(), (2, 2))
+    again = np.random.default_rng(0).random(5)
     assert ((u > 0) & (u < 1)).all()
+    assert u.flat[0] == 1 - again[4] and np.array_equal(u.flat[1:], 1 - again[1:4])  # only the 0 drawn again

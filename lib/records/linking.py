@@ -378,8 +378,8 @@ def _costs(rows: Rows, a: np.ndarray, b: np.ndarray, rng: np.random.Generator,
 
 
 def _open_uniform(rng: np.random.Generator, shape: tuple[int, int]) -> np.ndarray:
-    """Uniform draws on (0, 1]: 1 minus ``rng.random``, a draw of 0 redrawn, as numpy's own Gumbel sampler takes
-    them (its scalar loop is about three times slower than these logs over the whole array)."""
+    """Uniform draws on (0, 1): 1 minus ``rng.random``, a draw of 0 (a 1 here) drawn again, as numpy's own Gumbel
+    sampler takes them (its scalar loop is about three times slower than these logs over the whole array)."""
     u = 1.0 - rng.random(shape)
     while (ones := u == 1.0).any():
         u[ones] = 1.0 - rng.random(int(ones.sum()))
