@@ -26,7 +26,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-
 from scipy.optimize import linprog
 from scipy.sparse import coo_array
 
