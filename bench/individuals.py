@@ -83,7 +83,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=HERE / "RESULTS.md")
     args = parser.parse_args()
     header = ["| dataset | ε | score without / with | seconds without / with | rows per individual TVD | "
-              "stable agree | advance | transition TVD (noise floor; margins floor) |", "|---|---|---|---|---|---|---|---|"]
+              "stable agree | advance | transition TVD (noise floor; margins floor) |",
+              "|---|---|---|---|---|---|---|---|"]
     lines = list(header)
     print("\n".join(lines), flush=True)
     for name in args.datasets:

@@ -42,9 +42,18 @@ class Individuals:
     linked: int  # individuals with two rows or more
     stable: float | None
     advance: float | None
-    transitions: dict[str, dict[tuple[int, int], int]]
-    # the same by step: (clock code of the pair's first row, of its second, a, b) -> count
+    # per followed column: (clock code of a pair's first row, of its second, a, b) -> count
     steps: dict[str, dict[tuple[int, int, int, int], int]]
+
+    @property
+    def transitions(self) -> dict[str, dict[tuple[int, int], int]]:
+        """Each followed column's pairs (a, b) pooled over the clock."""
+        out: dict[str, dict[tuple[int, int], int]] = {}
+        for name, counts in self.steps.items():
+            pooled = out.setdefault(name, {})
+            for (_, _, a, b), n in counts.items():
+                pooled[a, b] = pooled.get((a, b), 0) + n
+        return out
 
 
 def individuals(ids: pd.Series, table: pd.DataFrame, codes: np.ndarray, names: list[str],
@@ -57,7 +66,7 @@ def individuals(ids: pd.Series, table: pd.DataFrame, codes: np.ndarray, names: l
     sizes = {int(k): int(v) for k, v in sizes.items()}
     linked = int((counts >= 2).sum())
     if declared is None:
-        return Individuals(sizes, linked, None, None, {}, {})
+        return Individuals(sizes, linked, None, None, {})
     # rows in the clock's order: its codes (schema order, or bins); its numbers measure the steps of advances
     step = codes[:, names.index(declared.clock)] if declared.clock else np.zeros(len(table), dtype=np.int32)
     clock = _numbers(table[declared.clock]) if declared.clock else np.zeros(len(table))
@@ -78,18 +87,14 @@ def individuals(ids: pd.Series, table: pd.DataFrame, codes: np.ndarray, names: l
             with np.errstate(invalid="ignore"):
                 ok[1:] &= ~same | np.isclose(values[1:] - values[:-1], clock[1:] - clock[:-1])
         advance = _share(person, ok, many) if declared.advances else None
-    transitions, steps = {}, {}
+    steps = {}
     at = step[order]
     for name in declared.follow:
         values = codes[order, names.index(name)]
         pairs, counts = np.unique(np.column_stack([at[:-1][same], at[1:][same], values[:-1][same], values[1:][same]]),
                                   axis=0, return_counts=True)
         steps[name] = {(int(s), int(t), int(a), int(b)): int(n) for (s, t, a, b), n in zip(pairs, counts)}
-        pooled: dict[tuple[int, int], int] = {}
-        for (_, _, a, b), n in steps[name].items():
-            pooled[a, b] = pooled.get((a, b), 0) + n
-        transitions[name] = dict(sorted(pooled.items()))
-    return Individuals(sizes, linked, stable, advance, transitions, steps)
+    return Individuals(sizes, linked, stable, advance, steps)
 
 
 def _numbers(text: pd.Series) -> np.ndarray:
@@ -132,19 +137,15 @@ def margins_floor(real: dict, synthetic: dict) -> float:
             margins[key] = margins.get(key, 0.0) + n / total_s
     limits: list[tuple] = list(margins) + cells  # a constraint each: a step's margin, then a real cell's share
     index = {key: i for i, key in enumerate(limits)}
-    variables = [(g, cell) for g in groups for cell in cells]
-    rows, columns = [], []
-    for k, (g, (a, b)) in enumerate(variables):
-        keys: tuple[tuple, ...] = ((g, 0, a), (g, 1, b), (a, b))
-        for key in keys:
-            if key in index:  # a step without pairs from a (or to b) leaves the variable at 0 below
-                rows.append(index[key])
-                columns.append(k)
+    # an overlap only where the step has pairs from a and to b
+    variables = [(g, a, b) for g in groups for a, b in cells if (g, 0, a) in margins and (g, 1, b) in margins]
+    if not variables:
+        return 1.0
+    rows = [index[key] for g, a, b in variables for key in ((g, 0, a), (g, 1, b), (a, b))]
+    columns = np.repeat(np.arange(len(variables)), 3)
     upper = np.array([margins[key] for key in limits[:len(margins)]] + [real[c] / total_r for c in cells])
-    shut = np.array([(g, 0, a) not in margins or (g, 1, b) not in margins for g, (a, b) in variables], dtype=bool)
     matrix = coo_array((np.ones(len(rows)), (rows, columns)), shape=(len(limits), len(variables)))
-    best = linprog(-np.ones(len(variables)), A_ub=matrix, b_ub=upper,
-                   bounds=np.column_stack([np.zeros(len(variables)), np.where(shut, 0.0, np.inf)]), method="highs")
+    best = linprog(-np.ones(len(variables)), A_ub=matrix, b_ub=upper, bounds=(0, None), method="highs")
     if best.status != 0:  # always feasible (no overlap) and bounded: a failure is numerical
         raise RuntimeError(f"margins floor: the linear program failed ({best.message})")
     return float(np.clip(1.0 + best.fun, 0.0, 1.0))
@@ -158,8 +159,8 @@ def compare(real: Individuals, synthetic: Individuals) -> dict:
     if synthetic.stable is not None or real.stable is not None:
         out["stable_agree"] = synthetic.stable
         out["advance"] = synthetic.advance
-    if real.transitions:
-        out["transitions_tvd"] = {c: _tvd(t, synthetic.transitions.get(c, {})) for c, t in real.transitions.items()}
-        out["transitions_margins_floor"] = {c: margins_floor(t, synthetic.steps.get(c, {}))
-                                            for c, t in real.transitions.items()}
+    pooled, pooled_synthetic = real.transitions, synthetic.transitions
+    if pooled:
+        out["transitions_tvd"] = {c: _tvd(t, pooled_synthetic.get(c, {})) for c, t in pooled.items()}
+        out["transitions_margins_floor"] = {c: margins_floor(t, synthetic.steps.get(c, {})) for c, t in pooled.items()}
     return out

@@ -109,8 +109,8 @@ def test_the_margins_floor_is_the_brute_force_least_tvd():
 
 
 def _least_tvd(real: dict, synthetic: dict, codes: int) -> float:
-    """The least TVD over tables Q[g] >= 0 with each step's synthetic margins, directly: minimise 1/2 sum |P - sum_g Q[g]|
-    with slacks (a linear program over the tables, not over overlaps)."""
+    """The least TVD over tables Q[g] >= 0 with each step's synthetic margins, directly: minimise
+    1/2 sum |P - sum_g Q[g]| with slacks (a linear program over the tables, not over overlaps)."""
     from scipy.optimize import linprog
     steps = sorted({(s, t) for s, t, _, _ in synthetic})
     total_s, total_r = sum(synthetic.values()), sum(real.values())
